@@ -1,0 +1,78 @@
+"""The `ylink` command. Errors a user can fix are printed as one line (exit 2); `--debug` shows the
+traceback."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import YlinkError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ylink", description="Turn web crawls into clean LLM training corpora.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a pipeline (a rerun of an interrupted run resumes it)")
+    p.add_argument("pipeline", help="pipeline YAML file")
+    _add_set(p)
+    p.add_argument("--fresh", action="store_true", help="discard any run already in output.path and start over")
+    p.add_argument("--no-progress", action="store_true", help="no live progress bar, one line per phase")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("validate", help="check a pipeline's config and inputs without running it")
+    p.add_argument("pipeline")
+    _add_set(p)
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser("inspect", help="print documents of a run folder or of Parquet/JSONL/WARC files")
+    p.add_argument("path")
+    p.add_argument("--limit", type=int, default=5, help="documents to show (default 5)")
+    p.add_argument("--chars", type=int, default=400, help="characters of text to show per document")
+    p.set_defaults(func=_inspect)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except YlinkError as exc:
+        if args.debug:
+            raise
+        print(f"ylink: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ylink: interrupted; finished tasks are kept: rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key by dotted path, e.g. --set output.path=/tmp/out (repeatable)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..pipeline.runner import Runner
+
+    cfg = load_config(args.pipeline, args.overrides)
+    result = Runner(cfg, fresh=args.fresh, progress=False if args.no_progress else None).run()
+    print(result.path)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..pipeline.runner import Runner
+
+    cfg = load_config(args.pipeline, args.overrides)
+    plan = Runner(cfg).plan()
+    ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
+    print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "
+          f"{len(plan.phases)} phase(s): {ops} → {cfg.output.path}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .inspect import inspect_path
+
+    inspect_path(args.path, limit=args.limit, chars=args.chars)
+    return 0

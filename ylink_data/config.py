@@ -1,0 +1,289 @@
+"""Pipeline configuration: YAML in, a validated `PipelineConfig` out, or a `ConfigError` whose lines
+each name the key path at fault and, where one is close, the key that was probably meant.
+
+YAML is data: it is read with `yaml.safe_load` only. Presets are merged in with `include:`, and
+`--set a.b.c=value` overrides any key by dotted path (list items by index: `stages.0.langid...`).
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+MiB = 1024 * 1024
+INPUT_FORMATS = ("auto", "warc", "wet", "jsonl", "parquet", "text", "html")
+# Presets are looked up next to the including file, then in ./configs and the repository's configs/.
+BUNDLED_PRESETS = Path(__file__).resolve().parent.parent / "configs"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class InputConfig(_Strict):
+    paths: list[str] = Field(min_length=1)
+    format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html"] = "auto"
+    # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
+    text_field: str | None = None
+    url_field: str = "url"
+    # Files larger than this are split into several tasks where the format allows it
+    # (uncompressed JSONL by byte range, Parquet by row group, .warc.gz by gzip member).
+    split_bytes: int = Field(256 * MiB, gt=0)
+    # A record (WARC record, JSONL line, text/HTML file) above this size is quarantined, not read.
+    max_record_bytes: int = Field(32 * MiB, gt=0)
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _one_path_is_a_list(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
+class OutputConfig(_Strict):
+    path: str
+    keep_rejected: bool = False
+    shard_bytes: int = Field(128 * MiB, gt=0)
+    compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
+
+
+class RayConfig(_Strict):
+    address: str | None = None
+    num_cpus: int | None = Field(None, gt=0)
+    object_store_memory: int | None = Field(None, gt=0)
+
+
+class PipelineConfig(_Strict):
+    name: str = "pipeline"
+    input: InputConfig
+    output: OutputConfig
+    stages: list[dict[str, Any]] = Field(default_factory=list)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    storage: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Resolved stage list: (op name, validated params), filled in by `validate_config`.
+    ops: list[tuple[str, dict[str, Any]]] = Field(default_factory=list, exclude=True)
+
+    def storage_options(self, url: str) -> dict[str, Any]:
+        """fsspec options for `url`'s protocol (`storage: {s3: {...}}`)."""
+        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        aliases = {"s3a": "s3", "gcs": "gs", "https": "http"}
+        return dict(self.storage.get(protocol) or self.storage.get(aliases.get(protocol, "")) or {})
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_config(
+    pipeline: str | os.PathLike | dict,
+    overrides: list[str] | dict[str, Any] | None = None,
+) -> PipelineConfig:
+    """Read, merge, override and validate a pipeline; raise ConfigError listing every problem."""
+    if isinstance(pipeline, dict):
+        raw, base_dir, source = copy.deepcopy(pipeline), Path.cwd(), None
+    else:
+        path = Path(pipeline)
+        source = str(path)
+        raw, base_dir = _read_yaml(path), path.resolve().parent
+    raw = _apply_includes(raw, base_dir, source, seen=())
+    for key, value in _parse_overrides(overrides):
+        _set_dotted(raw, key, value, source)
+    return validate_config(raw, source)
+
+
+def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError("the pipeline must be a mapping of keys (name, input, output, stages...)", source)
+    raw = dict(raw)
+    raw.pop("include", None)
+    raw["storage"] = _expand_env(raw.get("storage") or {})
+    try:
+        cfg = PipelineConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([_describe(err, raw) for err in exc.errors()], source) from None
+    from .stages import validate_stages  # late import: ops import config helpers
+
+    cfg.ops = validate_stages(cfg.stages, source)
+    if cfg.output.path.startswith("memory://"):
+        raise ConfigError(
+            "output.path: memory:// lives in one process and Ray workers cannot see it; "
+            "use a local path or an object-store URL", source)
+    return cfg
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"pipeline file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read pipeline file {path}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"invalid YAML{where}: {problem}", str(path)) from None
+    return {} if data is None else data
+
+
+def _apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Path, ...]) -> Any:
+    """Merge `include:` presets under the including file (the includer's keys win)."""
+    if not isinstance(raw, dict) or "include" not in raw:
+        return raw
+    includes = raw.pop("include")
+    includes = [includes] if isinstance(includes, str) else includes
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ConfigError("include: expected a preset path or a list of them", source)
+    merged: dict[str, Any] = {}
+    for i, name in enumerate(includes):
+        path = _find_preset(name, base_dir)
+        if path is None:
+            searched = ", ".join(str(d) for d in _preset_dirs(base_dir))
+            raise ConfigError(f"include[{i}]: preset {name!r} not found (searched {searched})", source)
+        if path in seen:
+            raise ConfigError(f"include[{i}]: {name!r} includes itself", source)
+        sub = _apply_includes(_read_yaml(path), path.parent, str(path), (*seen, path))
+        if not isinstance(sub, dict):
+            raise ConfigError(f"include[{i}]: preset {name!r} must be a mapping", source)
+        merged = _deep_merge(merged, sub)
+    return _deep_merge(merged, raw)
+
+
+def _find_preset(name: str, base_dir: Path) -> Path | None:
+    candidates = [d / name for d in _preset_dirs(base_dir)]
+    candidates += [c.with_suffix(".yaml") for c in candidates if not c.suffix]
+    return next((c.resolve() for c in candidates if c.is_file()), None)
+
+
+def _preset_dirs(base_dir: Path) -> list[Path]:
+    return [base_dir, base_dir.parent, Path.cwd() / "configs", BUNDLED_PRESETS]
+
+
+def _deep_merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _parse_overrides(overrides: list[str] | dict[str, Any] | None) -> list[tuple[str, Any]]:
+    if not overrides:
+        return []
+    if isinstance(overrides, dict):
+        return list(overrides.items())
+    parsed = []
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set output.path=/tmp/out")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        parsed.append((key.strip(), value))
+    return parsed
+
+
+def _set_dotted(raw: dict, dotted: str, value: Any, source: str | None) -> None:
+    """Set `a.b.0.c` in nested dicts/lists; a dict value is merged into what is there."""
+    parts = dotted.split(".")
+    node: Any = raw
+    for depth, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: depth + 1])
+        if isinstance(node, list):
+            node = node[_list_index(node, part, where, source)]
+        elif isinstance(node, dict):
+            if not isinstance(node.get(part), (dict, list)):
+                node[part] = {}
+            node = node[part]
+        else:
+            raise ConfigError(f"--set {dotted}: {where} is not a mapping", source)
+    last = parts[-1]
+    if isinstance(node, list):
+        node[_list_index(node, last, dotted, source)] = value
+    elif isinstance(value, dict) and isinstance(node.get(last), dict):
+        node[last] = _deep_merge(node[last], value)
+    else:
+        node[last] = value
+
+
+def _list_index(node: list, part: str, where: str, source: str | None) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"--set {where}: no list item {part!r} (the list has {len(node)} items)", source)
+    return int(part)
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_env(value: Any) -> Any:
+    """`${VAR}` in storage options reads the environment, so credentials stay out of YAML files."""
+    if isinstance(value, dict):
+        return {k: _expand_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v) for v in value]
+    if isinstance(value, str):
+        return _ENV_REF.sub(lambda m: os.environ.get(m.group(1), ""), value)
+    return value
+
+
+# ----------------------------------------------------------------------------- error messages
+
+
+def format_loc(loc: tuple | list) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _describe(err: dict, raw: dict) -> str:
+    loc = tuple(err["loc"])
+    where = format_loc(loc)
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(PipelineConfig, loc[:-1])
+        hint = did_you_mean(loc[-1], allowed) or (f"; allowed: {', '.join(sorted(allowed))}" if allowed else "")
+        return f"{where}: unknown key{hint}"
+    if err["type"] == "missing":
+        return f"{where}: required key is missing"
+    got = err.get("input")
+    shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+    return f"{where}: {err['msg']}{shown}"
+
+
+def _allowed_keys(model: Any, loc: tuple) -> list[str]:
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        model = _model_in(fields[part].annotation)
+    fields = getattr(model, "model_fields", None)
+    return [k for k, f in fields.items() if not f.exclude] if fields else []
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Union, list, dict) or get_args(annotation):
+        for arg in get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,28 @@
+"""Errors meant for a person at a terminal: one line that names the thing and the fix."""
+from __future__ import annotations
+
+
+class YlinkError(Exception):
+    """Base of every error ylink reports as a one-line message (exit code 2)."""
+
+
+class ConfigError(YlinkError):
+    """The pipeline configuration is invalid. `problems` holds one line per problem."""
+
+    def __init__(self, problems: list[str] | str, source: str | None = None):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        where = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            super().__init__(f"{where}{self.problems[0]}")
+        else:
+            body = "\n  ".join(self.problems)
+            super().__init__(f"{where}{len(self.problems)} problems:\n  {body}")
+
+
+class InputError(YlinkError):
+    """An input cannot be listed or opened at all (missing path, no permission, unknown bucket)."""
+
+
+class RunStateError(YlinkError):
+    """The output folder holds a run that this invocation must not silently overwrite."""

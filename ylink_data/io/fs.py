@@ -1,0 +1,176 @@
+"""Filesystem access through fsspec: every path may be local, a glob, or a URL (s3://, gs://,
+http(s)://, memory://). Writers publish atomically: a reader never sees half a file."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from typing import IO, Any, Iterator
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from ..errors import InputError
+
+GLOB_CHARS = set("*?[")
+
+
+def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem for `url` and the path within it."""
+    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+
+
+def is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    return isinstance(fs, LocalFileSystem)
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def full_url(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """A path as users write it: plain for local files, with its protocol otherwise."""
+    return path if is_local(fs) else fs.unstrip_protocol(path)
+
+
+@dataclass(frozen=True)
+class InputFile:
+    url: str
+    size: int | None
+
+
+def expand_paths(patterns: list[str], storage_options_for) -> list[InputFile]:
+    """Every file the patterns name, sorted and deduplicated; fails up front, naming the pattern,
+    when one matches nothing or cannot be listed (missing path, no permission, unknown bucket)."""
+    found: dict[str, InputFile] = {}
+    for i, pattern in enumerate(patterns):
+        where = f"input.paths[{i}]"
+        try:
+            fs, path = filesystem(pattern, storage_options_for(pattern))
+            files = _list(fs, path)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        except FileNotFoundError:
+            raise InputError(f"{where}: {pattern!r} does not exist (check the path, or that the bucket exists)") from None
+        except PermissionError as exc:
+            raise InputError(f"{where}: no permission to list or read {pattern!r} ({exc})") from None
+        except Exception as exc:  # fsspec backends raise their own types (auth, DNS, HTTP...)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise InputError(f"{where}: cannot open {pattern!r}: {type(exc).__name__}: {first}") from None
+        if not files:
+            hint = " (does the bucket exist?)" if "://" in pattern else ""
+            raise InputError(f"{where}: nothing matches {pattern!r}{hint}")
+        for path, size in files:
+            if is_local(fs) and not os.access(path, os.R_OK):
+                raise InputError(f"{where}: no permission to read {path}")
+            url = full_url(fs, path)
+            found[url] = InputFile(url, size)
+    return [found[u] for u in sorted(found)]
+
+
+def _list(fs: fsspec.AbstractFileSystem, path: str) -> list[tuple[str, int | None]]:
+    if GLOB_CHARS & set(path) and not path.startswith(("http://", "https://")):
+        entries = fs.glob(path, detail=True)
+        return sorted((p, i.get("size")) for p, i in entries.items() if i.get("type") != "directory")
+    info = fs.info(path)
+    if info.get("type") == "directory":
+        entries = fs.find(path, detail=True)
+        return sorted((p, i.get("size")) for p, i in entries.items()
+                      if not os.path.basename(p).startswith((".", "_")))
+    return [(info.get("name", path) if not path.startswith(("http://", "https://")) else path, info.get("size"))]
+
+
+class HashingWriter:
+    """A write-only file wrapper that counts bytes and computes sha256 as data passes through, so a
+    shard's checksum costs no second read."""
+
+    def __init__(self, raw: IO[bytes]):
+        self.raw = raw
+        self.sha256 = hashlib.sha256()
+        self.bytes = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.raw.write(data)
+        self.sha256.update(data)
+        self.bytes += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def atomic_write(fs: fsspec.AbstractFileSystem, path: str, mode: str = "wb") -> Iterator[IO]:
+    """Write `path` so that it appears complete or not at all. Local files go to a temporary name in
+    the same folder and are renamed; on object stores an upload only becomes visible when it
+    completes, so the object is written in place. Nothing is published if the block raises."""
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if is_local(fs):
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            with open(tmp, mode) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+        return
+    f = fs.open(path, mode)
+    try:
+        yield f
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if hasattr(f, "discard"):
+                f.discard()  # abort the pending upload instead of committing it
+            else:
+                f.close()
+            if fs.exists(path):
+                fs.rm(path)
+        raise
+    f.close()
+
+
+def write_json(fs: fsspec.AbstractFileSystem, path: str, obj: Any) -> None:
+    data = json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False).encode()
+    with atomic_write(fs, path) as f:
+        f.write(data + b"\n")
+
+
+def read_json(fs: fsspec.AbstractFileSystem, path: str) -> Any:
+    with fs.open(path, "rb") as f:
+        return json.loads(f.read())
+
+
+def publish_copy(fs: fsspec.AbstractFileSystem, src: str, dst: str) -> None:
+    """Make `dst` a copy of `src` atomically, keeping `src` (so a crash mid-publish can redo it).
+    Local: a hard link when possible (no bytes copied); object stores: a server-side copy."""
+    if is_local(fs):
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        tmp = f"{dst}.tmp-{uuid.uuid4().hex[:12]}"
+        try:
+            os.link(src, tmp)
+        except OSError:
+            fs.copy(src, tmp)
+        os.replace(tmp, dst)
+    else:
+        fs.copy(src, dst)

@@ -1,0 +1,96 @@
+"""Parquet files written the way every output of a run is: atomically, with sha256 and byte counts
+computed while writing."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .fs import HashingWriter, atomic_write
+
+ROW_GROUP_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    path: str
+    rows: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "rows": self.rows, "bytes": self.bytes, "sha256": self.sha256}
+
+
+class ParquetFileWriter:
+    """One Parquet file, published only when `close()` succeeds."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, path: str, compression: str = "zstd"):
+        self.path = path
+        self._stack = contextlib.ExitStack()
+        self._out = HashingWriter(self._stack.enter_context(atomic_write(fs, path)))
+        self._compression = None if compression == "none" else compression
+        self._writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self._writer.schema if self._writer else None
+
+    @property
+    def bytes(self) -> int:
+        return self._out.bytes
+
+    def write(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._out, table.schema, compression=self._compression)
+        elif table.schema != self._writer.schema:
+            table = table.select(self._writer.schema.names).cast(self._writer.schema)
+        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.rows += table.num_rows
+
+    def close(self, empty_schema: pa.Schema | None = None) -> WrittenFile:
+        if self._writer is None:
+            self.write((empty_schema or pa.schema([])).empty_table())
+        self._writer.close()
+        self._stack.close()
+        return WrittenFile(self.path, self.rows, self._out.bytes, self._out.sha256.hexdigest())
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._writer is not None:
+                self._writer.close()
+        self._stack.__exit__(RuntimeError, RuntimeError("aborted"), None)
+
+
+class RollingParquetWriter:
+    """Parquet files of about `target_bytes` each: a new file starts once the current one is full."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, path_for, target_bytes: int, compression: str = "zstd"):
+        self._fs, self._path_for, self._target = fs, path_for, target_bytes
+        self._compression = compression
+        self._current: ParquetFileWriter | None = None
+        self.files: list[WrittenFile] = []
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        if self._current is None:
+            self._current = ParquetFileWriter(self._fs, self._path_for(len(self.files)), self._compression)
+        self._current.write(table)
+        if self._current.bytes >= self._target:
+            self.files.append(self._current.close())
+            self._current = None
+
+    def close(self) -> list[WrittenFile]:
+        if self._current is not None:
+            self.files.append(self._current.close())
+            self._current = None
+        return self.files
+
+    def abort(self) -> None:
+        if self._current is not None:
+            self._current.abort()

@@ -1,0 +1,135 @@
+"""Gather: which reader handles which file, how a file is cut into splits, and reading a split.
+
+One entry point, `read_split`, yields `Record` / `Skip` / `Bad` for any supported format.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from typing import IO, Any, Iterator
+
+import fsspec.compression
+
+from ...config import InputConfig
+from ...errors import InputError
+from ..fs import InputFile, filesystem
+from .base import Bad, Record, Skip, Split
+from .jsonl import read_jsonl
+from .parquet import read_parquet, row_group_count
+from .text import read_html, read_text
+from .warc import read_warc
+
+_COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
+_FORMATS = {
+    ".warc": "warc", ".arc": "warc", ".wat": "warc",
+    ".wet": "wet",
+    ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
+    ".parquet": "parquet", ".pq": "parquet",
+    ".txt": "text", ".text": "text",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+}
+
+
+def split_extension(url: str) -> tuple[str | None, str | None]:
+    """(format, compression) from a file name such as `x.warc.wet.gz` -> ("wet", "gzip")."""
+    name = url.rsplit("/", 1)[-1].split("?", 1)[0].lower()
+    stem, dot, ext = name.rpartition(".")
+    compression = _COMPRESSION.get(f".{ext}") if dot else None
+    if compression:
+        stem, dot, ext = stem.rpartition(".")
+    return (_FORMATS.get(f".{ext}") if dot else None), compression
+
+
+def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -> list[Split]:
+    """Cut each input file into the splits that tasks read."""
+    splits: list[Split] = []
+    for file in files:
+        fmt, compression = split_extension(file.url)
+        if cfg.format != "auto":
+            fmt = cfg.format
+        if fmt is None:
+            raise InputError(f"cannot tell the format of {file.url} from its name; set input.format "
+                             f"(warc, wet, jsonl, parquet, text or html)")
+        size = file.size
+        if fmt in ("warc", "wet"):
+            # WARC gzip is per record, read member by member: not a whole-file decompression.
+            pieces = _byte_ranges(size, cfg.split_bytes) if compression == "gzip" else [(0, None)]
+            splits += [Split(file.url, "warc", size, s, e) for s, e in pieces]
+        elif fmt == "jsonl" and compression is None:
+            splits += [Split(file.url, fmt, size, s, e) for s, e in _byte_ranges(size, cfg.split_bytes)]
+        elif fmt == "parquet" and size and size > cfg.split_bytes:
+            fs, path = filesystem(file.url, storage_options_for(file.url))
+            with fs.open(path, "rb") as f:
+                groups = row_group_count(f)
+            per = max(1, math.ceil(groups / math.ceil(size / cfg.split_bytes)))
+            splits += [Split(file.url, fmt, size, g, min(g + per, groups)) for g in range(0, groups, per)]
+        else:
+            splits.append(Split(file.url, fmt, size, 0, None, compression))
+    return splits
+
+
+def _byte_ranges(size: int | None, step: int) -> list[tuple[int, int | None]]:
+    if not size or size <= step:
+        return [(0, None)]
+    starts = list(range(0, size, step))
+    return [(s, s + step if s + step < size else None) for s in starts]
+
+
+def group_splits(splits: list[Split], target_bytes: int, max_files: int = 512) -> list[list[Split]]:
+    """Tasks: a split of a large file alone, consecutive small whole files packed together up to
+    `target_bytes`, so that ten thousand small files do not become ten thousand tasks."""
+    tasks: list[list[Split]] = []
+    batch: list[Split] = []
+    batch_bytes = 0
+    for split in splits:
+        whole = split.start == 0 and split.end is None
+        size = split.size or 0
+        if not whole or size >= target_bytes:
+            if batch:
+                tasks.append(batch)
+                batch, batch_bytes = [], 0
+            tasks.append([split])
+            continue
+        if batch and (batch_bytes + size > target_bytes or len(batch) >= max_files):
+            tasks.append(batch)
+            batch, batch_bytes = [], 0
+        batch.append(split)
+        batch_bytes += size
+    if batch:
+        tasks.append(batch)
+    return tasks
+
+
+@contextlib.contextmanager
+def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | None = None) -> Iterator[IO[bytes]]:
+    """The split's file, decompressed when the whole file is compressed (JSONL, text, HTML)."""
+    if inline is not None:
+        raw: IO[bytes] = io.BytesIO(inline)
+    else:
+        fs, path = filesystem(split.url, storage_options)
+        raw = fs.open(path, "rb")
+    with raw:
+        if split.compression:
+            with fsspec.compression.compr[split.compression](raw, mode="rb") as f:
+                yield f
+        else:
+            yield raw
+
+
+def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:
+    if split.format in ("warc", "wet"):
+        return read_warc(split, f, cfg.max_record_bytes)
+    if split.format == "jsonl":
+        return read_jsonl(split, f, cfg.max_record_bytes, cfg.text_field, cfg.url_field)
+    if split.format == "parquet":
+        return read_parquet(split, f, cfg.text_field, cfg.url_field)
+    if split.format == "text":
+        return read_text(split, f, cfg.max_record_bytes)
+    if split.format == "html":
+        return read_html(split, f, cfg.max_record_bytes)
+    raise InputError(f"no reader for format {split.format!r}")
+
+
+__all__ = ["Split", "Record", "Skip", "Bad", "plan_splits", "group_splits", "open_split", "read_split",
+           "split_extension"]

@@ -1,0 +1,60 @@
+"""What readers yield, and the unit of work they read.
+
+A reader turns one `Split` (a file, or a byte / row-group range of one) into a stream of
+`Record` (a document), `Skip` (a record that is not a document, with the reason) and `Bad` (a record
+that could not be read: it is quarantined with its error). Every record of the input is exactly one
+of the three, which is what makes a run's accounting add up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Split:
+    url: str
+    format: str
+    size: int | None = None
+    start: int = 0  # byte offset or first row group
+    end: int | None = None  # exclusive; None = to the end of the file
+    compression: str | None = None  # "gzip" / "zstd" for whole-file compressed text inputs
+
+    def describe(self) -> str:
+        if self.start == 0 and self.end is None:
+            return self.url
+        return f"{self.url}[{self.start}:{self.end}]"
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    text: str
+    url: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Skip:
+    offset: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Bad:
+    offset: int
+    error: str
+
+
+def is_io_failure(exc: BaseException) -> bool:
+    """True for errors of the storage, not of the record (network, vanished file): those must fail
+    the task so that Ray retries it, instead of quarantining a good record."""
+    if isinstance(exc, (ConnectionError, TimeoutError, FileNotFoundError, PermissionError)):
+        return True
+    module = type(exc).__module__ or ""
+    return module.split(".")[0] in {"aiohttp", "botocore", "aiobotocore", "requests", "urllib3"}
+
+
+def describe_error(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__

@@ -1,0 +1,79 @@
+"""JSON Lines (plain, .gz, .zst), one document per line, streamed line by line.
+
+Uncompressed files are splittable by byte range: a line belongs to the split in which it starts.
+A record's offset is the byte offset of its line in the (decompressed) stream.
+"""
+from __future__ import annotations
+
+import json
+from typing import IO, Any, Iterator
+
+from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
+
+TEXT_FIELDS = ("text", "raw_content", "content")
+_SKIP_CHUNK = 1 << 20
+
+
+def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: str | None,
+               url_field: str) -> Iterator[Record | Skip | Bad]:
+    pos = split.start
+    if pos:
+        f.seek(pos - 1)
+        pos += len(f.readline()) - 1  # finish the line that started in the previous split
+    end = split.end if split.end is not None else float("inf")
+    while pos < end:
+        try:
+            line = f.readline(max_record_bytes + 1)
+        except Exception as exc:
+            if is_io_failure(exc):
+                raise
+            yield Bad(pos, f"compressed stream is truncated or corrupt after byte {pos}: {describe_error(exc)}")
+            return
+        if not line:
+            return
+        start, pos = pos, pos + len(line)
+        if len(line) > max_record_bytes and not line.endswith(b"\n"):
+            pos += _skip_rest_of_line(f)
+            yield Bad(start, f"line longer than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+            continue
+        if not line.strip():
+            continue  # blank lines separate nothing: not records
+        yield _parse(line, start, text_field, url_field)
+
+
+def _parse(line: bytes, offset: int, text_field: str | None, url_field: str) -> Record | Skip | Bad:
+    try:
+        obj = json.loads(line)
+    except UnicodeDecodeError as exc:
+        return Bad(offset, f"invalid UTF-8 at byte {exc.start} of the line")
+    except ValueError as exc:
+        return Bad(offset, f"invalid JSON: {exc}")
+    if not isinstance(obj, dict):
+        return Bad(offset, f"expected a JSON object per line, got {type(obj).__name__}")
+    return record_from_mapping(obj, offset, text_field, url_field)
+
+
+def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None,
+                        url_field: str) -> Record | Skip | Bad:
+    """A JSONL object or a Parquet row: the text field becomes `text`, the url field `url`, and
+    every other field goes into `metadata`."""
+    field = text_field or next((k for k in TEXT_FIELDS if k in obj), None)
+    if field is None or field not in obj:
+        want = repr(text_field) if text_field else " or ".join(map(repr, TEXT_FIELDS))
+        return Bad(offset, f"no text field {want} (fields: {', '.join(list(obj)[:8])}); set input.text_field")
+    text = obj.pop(field)
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return Skip(offset, "empty")
+    if not isinstance(text, str):
+        return Bad(offset, f"field {field!r} is {type(text).__name__}, not a string")
+    url = obj.pop(url_field, None)
+    return Record(offset, text, url if isinstance(url, str) else None, obj)
+
+
+def _skip_rest_of_line(f: IO[bytes]) -> int:
+    skipped = 0
+    while True:
+        chunk = f.readline(_SKIP_CHUNK)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return skipped

@@ -1,0 +1,39 @@
+"""Plain-text and HTML files: one document per file."""
+from __future__ import annotations
+
+from typing import IO, Iterator
+
+from ..charset import decode_html
+from .base import Bad, Record, Skip, Split
+
+
+def _read_capped(f: IO[bytes], max_record_bytes: int) -> bytes | None:
+    data = f.read(max_record_bytes + 1)
+    return None if len(data) > max_record_bytes else data
+
+
+def read_text(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
+    data = _read_capped(f, max_record_bytes)
+    if data is None:
+        yield Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+        return
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        yield Bad(exc.start, f"invalid UTF-8 at byte {exc.start}; convert the file to UTF-8")
+        return
+    yield Record(0, text, None, {"content_type": "text/plain"}) if text.strip() else Skip(0, "empty")
+
+
+def read_html(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
+    data = _read_capped(f, max_record_bytes)
+    if data is None:
+        yield Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+        return
+    if not data.strip():
+        yield Skip(0, "empty")
+        return
+    text, encoding = decode_html(data)
+    yield Record(0, text, None, {"content_type": "text/html", "charset": encoding})

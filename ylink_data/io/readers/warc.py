@@ -1,0 +1,136 @@
+"""WARC, WET and ARC records (gzip per record or uncompressed) through warcio.
+
+warcio parses; this module adds what a crawl at scale needs on top: a damaged record (broken header,
+corrupt or truncated gzip member, short content) is reported as `Bad` and reading resumes at the next
+record instead of losing the rest of the file, and a large .warc.gz can be read as several byte-range
+splits, each starting at the first gzip member at or after its start offset.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import IO, Iterator
+
+from warcio.archiveiterator import ArchiveIterator
+
+from ..charset import decode_html
+from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+_SCAN_CHUNK = 1 << 20
+_HTML_TYPES = ("text/html", "application/xhtml")
+
+
+def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
+    f.seek(0)
+    gz = f.read(2) == GZIP_MAGIC[:2]
+    end = split.end if split.end is not None else float("inf")
+    pos: int | None = split.start if split.start == 0 else next_record_start(f, split.start, gz)
+    while pos is not None and pos < end:
+        f.seek(pos)
+        it = ArchiveIterator(f, ensure_http_headers=False)
+        current = pos
+        try:
+            for record in it:
+                current = it.offset
+                if current >= end:
+                    return
+                yield _convert(record, current, max_record_bytes)
+            return
+        except Exception as exc:
+            if is_io_failure(exc):
+                raise
+            yield Bad(current, f"unreadable record: {describe_error(exc)}")
+            pos = next_record_start(f, current + 1, gz)
+
+
+def _convert(record, offset: int, max_record_bytes: int) -> Record | Skip | Bad:
+    rtype = record.rec_type
+    headers = record.rec_headers
+    if rtype not in ("response", "conversion", "resource"):
+        return Skip(offset, f"warc_{rtype}")
+    http = record.http_headers if rtype == "response" else None
+    status = _status(http)
+    if status is not None and not 200 <= status < 300:
+        return Skip(offset, "http_status")
+    content_type = (http.get_header("Content-Type") if http else None) or headers.get_header("Content-Type") or ""
+    body = record.content_stream().read(max_record_bytes + 1)
+    if len(body) > max_record_bytes:
+        return Bad(offset, f"record larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+    missing = getattr(record.raw_stream, "limit", 0)
+    if missing:
+        return Bad(offset, f"truncated record: {missing} bytes of its Content-Length are missing")
+    url = headers.get_header("WARC-Target-URI")
+    meta = {"warc_type": rtype, "warc_record_id": headers.get_header("WARC-Record-ID"),
+            "warc_date": headers.get_header("WARC-Date")}
+    if status is not None:
+        meta["http_status"] = status
+    if rtype == "conversion":
+        if not body.strip():
+            return Skip(offset, "empty")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Bad(offset, f"invalid UTF-8 in a conversion record at byte {exc.start}")
+        lang = headers.get_header("WARC-Identified-Content-Language")
+        if lang:
+            meta["warc_identified_language"] = lang
+        meta["content_type"] = "text/plain"
+        return Record(offset, text, url, meta)
+    if not _is_html(content_type, body):
+        return Skip(offset, "not_html")
+    if not body.strip():
+        return Skip(offset, "empty")
+    text, encoding = decode_html(body, content_type)
+    meta["content_type"] = content_type.split(";")[0].strip() or "text/html"
+    meta["charset"] = encoding
+    return Record(offset, text, url, meta)
+
+
+def _status(http) -> int | None:
+    if http is None:
+        return None
+    try:
+        return int(http.get_statuscode())
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_html(content_type: str, body: bytes) -> bool:
+    ctype = content_type.lower()
+    if ctype:
+        return ctype.startswith(_HTML_TYPES)
+    head = body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html"))
+
+
+def next_record_start(f: IO[bytes], pos: int, gz: bool) -> int | None:
+    """The offset of the first record starting at or after `pos`, or None at the end of the file.
+    For gzip, a candidate member must decompress to a WARC header, so compressed bytes that happen
+    to look like a gzip header are not mistaken for a record."""
+    needle = GZIP_MAGIC if gz else b"WARC/1."
+    while True:
+        f.seek(pos)
+        chunk = f.read(_SCAN_CHUNK + 64)
+        if not chunk:
+            return None
+        start = 0
+        while (i := chunk.find(needle, start)) != -1:
+            cand = pos + i
+            if _looks_like_record(f, cand, gz):
+                return cand
+            start = i + 1
+        if len(chunk) <= len(needle):
+            return None
+        pos += len(chunk) - len(needle)
+
+
+def _looks_like_record(f: IO[bytes], cand: int, gz: bool) -> bool:
+    f.seek(max(cand - 1, 0))
+    head = f.read(4097 if cand else 4096)
+    if not gz:
+        return cand == 0 or head[:1] == b"\n"
+    try:
+        out = zlib.decompressobj(31).decompress(head[1:] if cand else head, 16)
+    except zlib.error:
+        return False
+    return out.startswith(b"WARC/") or out[:1].isalnum()  # ARC records start with a URL line

@@ -1,0 +1,1 @@
+"""Running pipelines: planning, Ray tasks, resume, accounting and publishing."""

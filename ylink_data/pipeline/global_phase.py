@@ -1,0 +1,67 @@
+"""What a global op sees when it resolves: every task's parts of the phase, a place to spill, a way
+to run Ray tasks, and one way to hand back its decisions.
+
+A decision file is Parquet with columns `task`, `row`, `reason` (null keeps the row) and any extra
+columns the op adds to the documents (e.g. a duplicate-cluster id); rows refer to the position of a
+document in its task's parts. The next phase's tasks read only their own rows from these files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io.fs import join
+from ..io.parquet import ParquetFileWriter
+from .layout import RunLayout
+from .plan import StageRef
+from .tasks import internal_column
+
+
+@dataclass
+class GlobalContext:
+    layout: RunLayout
+    phase: int
+    ref: StageRef
+    parts: dict[int, list[str]]  # task -> its part files, in order
+    rows: dict[int, int]  # task -> number of documents in its parts
+    storage_options: dict[str, Any]
+    run_tasks: Callable[[Callable, Sequence[tuple], str], list[Any]]  # (fn, args per task, label)
+    decisions: list[str] = field(default_factory=list)
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+    def key_column(self, name: str) -> str:
+        """The internal column where this op's `keys()` value `name` was stored."""
+        return internal_column(self.ref, name)
+
+    def work_path(self, *parts: str) -> str:
+        return join(self.layout.resolve_dir(self.phase), *parts)
+
+    def write_decisions(self, name: str, table: pa.Table) -> str:
+        """Publish one decision file (sorted by task and row so tasks read only their slice)."""
+        path = self.work_path("decisions", f"{name}.parquet")
+        write_decision_file(self.layout, path, table)
+        self.decisions.append(path)
+        return path
+
+
+def write_decision_file(layout: RunLayout, path: str, table: pa.Table) -> None:
+    table = table.sort_by([("task", "ascending"), ("row", "ascending")])
+    writer = ParquetFileWriter(layout.fs, path, "zstd")
+    writer.write(table)
+    writer.close()
+
+
+def read_key_columns(layout: RunLayout, paths: list[str], columns: list[str]) -> pa.Table:
+    """The given columns of a task's parts, plus the `row` each value belongs to."""
+    tables = []
+    for path in paths:
+        with layout.fs.open(path, "rb") as f:
+            tables.append(pq.read_table(f, columns=columns))
+    table = pa.concat_tables(tables) if tables else pa.table({c: [] for c in columns})
+    return table.append_column("row", pa.array(range(table.num_rows), pa.int64()))

@@ -1,0 +1,91 @@
+"""Where a run keeps what: one place that names every file of a run folder.
+
+OUTPUT/
+  data/part-NNNNN.parquet    kept documents (published shards)
+  manifest.json              written last: its presence means the run is complete
+  stats.json                 the accounting
+  run.json                   the config (credentials removed), its fingerprint and the inputs
+  quarantine/*.jsonl         records that could not be read or processed
+  rejected/*.parquet         dropped documents with their reason (keep_rejected: true)
+  _work/                     intermediate parts and completion markers; removed on success
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from ..io.fs import filesystem, join
+
+OWN_ENTRIES = ("data", "quarantine", "rejected", "_work", "manifest.json", "stats.json", "run.json")
+
+
+@dataclass
+class RunLayout:
+    root: str  # the path within `fs` (no protocol)
+    fs: fsspec.AbstractFileSystem
+    url: str  # the root as the user wrote it
+
+    @classmethod
+    def for_url(cls, url: str, storage_options: dict[str, Any]) -> "RunLayout":
+        fs, root = filesystem(url, storage_options)
+        return cls(root.rstrip("/"), fs, url.rstrip("/"))
+
+    def path(self, *parts: str) -> str:
+        return join(self.root, *parts)
+
+    @property
+    def manifest(self) -> str:
+        return self.path("manifest.json")
+
+    @property
+    def stats(self) -> str:
+        return self.path("stats.json")
+
+    @property
+    def run_info(self) -> str:
+        return self.path("run.json")
+
+    def work(self, *parts: str) -> str:
+        return self.path("_work", *parts)
+
+    def part(self, phase: int, task: int, k: int) -> str:
+        return self.work(f"phase{phase}", f"task-{task:05d}-{k:03d}.parquet")
+
+    def task_marker(self, phase: int, task: int) -> str:
+        return self.work(f"phase{phase}", "done", f"task-{task:05d}.json")
+
+    def resolve_dir(self, phase: int) -> str:
+        return self.work(f"phase{phase}", "resolve")
+
+    def resolve_marker(self, phase: int) -> str:
+        return self.work(f"phase{phase}", "resolved.json")
+
+    def shard(self, i: int) -> str:
+        return self.path("data", f"part-{i:05d}.parquet")
+
+    def shard_marker(self, i: int) -> str:
+        return self.work("publish", f"part-{i:05d}.json")
+
+    def quarantine(self, phase: int, task: int) -> str:
+        return self.path("quarantine", f"phase{phase}-task-{task:05d}.jsonl")
+
+    def rejected(self, phase: int, task: int) -> str:
+        return self.path("rejected", f"phase{phase}-task-{task:05d}.parquet")
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(path)
+
+    def foreign_entries(self) -> list[str]:
+        """Entries in the output folder that a run did not write (never deleted by --fresh)."""
+        if not self.fs.exists(self.root):
+            return []
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
+        return sorted(n for n in names if n not in OWN_ENTRIES)
+
+    def remove_run(self) -> None:
+        for name in OWN_ENTRIES:
+            path = self.path(name)
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)

@@ -1,0 +1,54 @@
+"""Progress for a person at a terminal: per phase, tasks done, documents, MB/s and ETA. Without a
+terminal (CI, logs) one summary line per phase instead of a redrawn bar."""
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+class RunProgress:
+    def __init__(self, enabled: bool | None = None):
+        self.console = Console(stderr=True)
+        self.live = sys.stderr.isatty() if enabled is None else enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[docs]:>9,} docs"), TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(), console=self.console, disable=not self.live, transient=False)
+        self._started: dict[int, float] = {}
+        self._totals: dict[int, list] = {}
+
+    def __enter__(self) -> "RunProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def phase(self, label: str, total: int, already_done: int = 0) -> int:
+        handle = self.progress.add_task(label, total=total, completed=already_done, docs=0, rate="")
+        self._started[handle] = time.perf_counter()
+        self._totals[handle] = [label, total, already_done, 0, 0]
+        return handle
+
+    def advance(self, handle: int, docs: int = 0, nbytes: int = 0) -> None:
+        t = self._totals[handle]
+        t[2] += 1
+        t[3] += docs
+        t[4] += nbytes
+        elapsed = max(time.perf_counter() - self._started[handle], 1e-9)
+        rate = f"{t[4] / elapsed / 1e6:6.1f} MB/s" if t[4] else ""
+        self.progress.update(handle, advance=1, docs=t[3], rate=rate)
+
+    def finish(self, handle: int) -> None:
+        label, total, done, docs, nbytes = self._totals[handle]
+        elapsed = time.perf_counter() - self._started[handle]
+        if not self.live:
+            rate = f", {nbytes / elapsed / 1e6:.1f} MB/s" if nbytes and elapsed > 0 else ""
+            self.console.print(f"{label}: {done}/{total} tasks, {docs:,} docs in {elapsed:.1f}s{rate}",
+                               highlight=False)
+
+    def note(self, message: str) -> None:
+        self.console.print(message, highlight=False)

@@ -1,0 +1,338 @@
+"""The driver of a run: plan, check the output folder, run the phases on Ray, publish the shards,
+then write stats.json and, last, manifest.json.
+
+Resume is built in: every task leaves a completion marker, and a rerun of the same config skips the
+tasks that have one. Because tasks are defined by the input splits and name their outputs
+deterministically, a resumed run writes exactly what an uninterrupted one would.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
+
+from .. import __version__
+from ..config import PipelineConfig, load_config
+from ..errors import RunStateError, YlinkError
+from ..io.fs import InputFile, expand_paths, read_json, write_json
+from ..io.readers import group_splits, plan_splits
+from ..stages import op_class
+from .global_phase import GlobalContext
+from .layout import RunLayout
+from .plan import Phase, plan_phases, stage_names
+from .progress import RunProgress
+from .publish import pack_shards
+from .ray_env import cluster_cpus, ensure_ray
+from .stats import TaskStats, check_invariant, run_stats
+from .tasks import TaskSpec, load_marker
+
+FORMAT_VERSION = 1
+FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
+FAIL_EXIT_CODE = 75
+_SECRET_KEY = re.compile(r"key|secret|token|password|credential|session", re.I)
+
+
+class RunResult(NamedTuple):
+    path: str
+    stats: dict[str, Any]
+
+
+def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
+        **overrides: Any) -> RunResult:
+    """Run a pipeline (a YAML path or a dict). `overrides` set keys by dotted path, as `--set` does:
+    `run("p.yaml", **{"output.path": "/tmp/x"})`, or merge nested values: `run(p, ray={"num_cpus": 2})`."""
+    cfg = load_config(pipeline, overrides)
+    return Runner(cfg, fresh=fresh, progress=progress).run()
+
+
+@dataclass
+class _Plan:
+    files: list[InputFile]
+    tasks: list[list]
+    phases: list[Phase]
+    fingerprint: str
+    fingerprinted: dict[str, Any]
+
+
+class Runner:
+    def __init__(self, cfg: PipelineConfig, fresh: bool = False, progress: bool | None = None):
+        self.cfg = cfg
+        self.fresh = fresh
+        self.out_options = cfg.storage_options(cfg.output.path)
+        self.layout = RunLayout.for_url(cfg.output.path, self.out_options)
+        self.progress = RunProgress(progress)
+        self.completed_tasks = 0
+        self._fail_after = int(os.environ.get(FAIL_AFTER_ENV) or 0)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> RunResult:
+        plan = self.plan()
+        done = self._check_output_folder(plan)
+        if done is not None:
+            return done
+        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
+        ensure_ray(self.cfg.ray)
+        with self.progress:
+            markers: dict[int, dict[int, dict]] = {}
+            decisions: list[str] = []
+            for phase in plan.phases:
+                markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions)
+                if phase.outgoing:
+                    decisions = self._resolve(phase, markers[phase.index])
+            shards = self._publish(markers[plan.phases[-1].index])
+        total = TaskStats()
+        for phase_markers in markers.values():
+            for marker in phase_markers.values():
+                total.add(TaskStats.from_json(marker["stats"]))
+        stats = run_stats(total, stage_names(self.cfg.ops), sum(s["rows"] for s in shards))
+        gap = check_invariant(stats)
+        if gap:
+            raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
+        write_json(self.layout.fs, self.layout.stats, stats)
+        manifest = {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
+                    "rows": stats["output_records"], "shards": shards,
+                    "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "ylink_version": __version__}
+        write_json(self.layout.fs, self.layout.manifest, manifest)
+        self._clean_work()
+        self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
+                           f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
+        return RunResult(self.layout.url, stats)
+
+    def plan(self) -> _Plan:
+        files = expand_paths(self.cfg.input.paths, self.cfg.storage_options)
+        splits = plan_splits(files, self.cfg.input, self.cfg.storage_options)
+        tasks = group_splits(splits, self.cfg.input.split_bytes)
+        fingerprinted = {
+            "format_version": FORMAT_VERSION,
+            "input": self.cfg.input.model_dump(),
+            "input files": [[f.url, f.size] for f in files],
+            "output": self.cfg.output.model_dump(exclude={"path"}),
+            "stages": [[name, params] for name, params in self.cfg.ops],
+        }
+        digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted)
+
+    # ------------------------------------------------------------------ output folder state
+
+    def _check_output_folder(self, plan: _Plan) -> RunResult | None:
+        """Refuse to mix runs: a different config in the same folder needs --fresh. Returns the
+        finished run when this exact run is already complete."""
+        layout = self.layout
+        foreign = layout.foreign_entries()
+        if foreign:
+            raise RunStateError(f"output.path {layout.url} holds files that are not a ylink run "
+                                f"({', '.join(foreign[:3])}); choose an empty or new folder")
+        previous = load_marker(layout, layout.run_info)
+        if previous is None:
+            if layout.exists(layout.manifest) or layout.exists(layout.work()):
+                if not self.fresh:
+                    raise RunStateError(f"output.path {layout.url} holds a run without run.json; "
+                                        "rerun with --fresh to replace it")
+                layout.remove_run()
+            return None
+        same = previous.get("fingerprint") == plan.fingerprint
+        if not same and not self.fresh:
+            changed = [k for k, v in plan.fingerprinted.items() if previous.get("fingerprinted", {}).get(k) != v]
+            what = ", ".join(changed) or "the configuration"
+            raise RunStateError(f"output.path {layout.url} holds a run of a different configuration "
+                                f"(changed: {what}); rerun with --fresh to replace it, or choose another output.path")
+        if self.fresh:
+            layout.remove_run()
+            return None
+        if layout.exists(layout.manifest):
+            self._clean_work()
+            self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
+            return RunResult(layout.url, read_json(layout.fs, layout.stats))
+        self.progress.note(f"resuming the unfinished run in {layout.url}")
+        return None
+
+    def _run_info(self, plan: _Plan) -> dict[str, Any]:
+        config = self.cfg.model_dump(exclude={"ops"})
+        config["storage"] = redact(config.get("storage", {}))
+        return {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
+                "fingerprinted": plan.fingerprinted, "config": config, "tasks": len(plan.tasks),
+                "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "ylink_version": __version__}
+
+    def _clean_work(self) -> None:
+        if self.layout.exists(self.layout.work()):
+            self.layout.fs.rm(self.layout.work(), recursive=True)
+
+    # ------------------------------------------------------------------ phases
+
+    def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str]) -> dict[int, dict]:
+        markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
+        specs = []
+        for t, splits in enumerate(plan.tasks):
+            if t in markers:
+                continue
+            spec = TaskSpec(self.layout.url, self.out_options, phase, t, self.cfg.input, self.cfg.output)
+            if phase.index == 0:
+                spec.splits = splits
+                spec.storage_options = {**self.out_options, **self._input_options(splits)}
+                spec.inline = self._inline_inputs(splits)
+            else:
+                spec.parts = [p["path"] for p in previous[t]["parts"]]
+                spec.decisions = decisions
+            specs.append(spec)
+        label = self._phase_label(phase)
+        handle = self.progress.phase(label, len(plan.tasks), len(plan.tasks) - len(specs))
+        from .remote import execute_task_remote
+
+        def on_done(i: int, marker: dict) -> None:
+            markers[specs[i].task] = marker
+            read = marker["stats"]["stages"].get("0")
+            docs = read["out"] if read else sum(p["rows"] for p in marker["parts"])
+            self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0))
+
+        self._submit_all(execute_task_remote, [(s,) for s in specs], on_done=on_done,
+                         describe=lambda i: _describe_task(specs[i]))
+        self.progress.finish(handle)
+        return markers
+
+    def _input_options(self, splits) -> dict[str, Any]:
+        # One task reads files of one storage protocol in practice; options are merged by protocol.
+        merged: dict[str, Any] = {}
+        for split in splits:
+            merged.update(self.cfg.storage_options(split.url))
+        return merged
+
+    def _inline_inputs(self, splits) -> dict[str, Any]:
+        """memory:// lives in this process only: ship such inputs to the workers via Ray."""
+        inline = {}
+        for split in splits:
+            if split.url.startswith("memory://"):
+                import fsspec
+                import ray
+
+                inline[split.url] = ray.put(fsspec.filesystem("memory").cat_file(split.url))
+        return inline
+
+    def _phase_label(self, phase: Phase) -> str:
+        names = (["read"] if phase.index == 0 else [f"apply {phase.incoming[1]}"]) + [n for _, n, _ in phase.ops]
+        if phase.outgoing:
+            names.append(f"{phase.outgoing[1]} keys")
+        return f"phase {phase.index}: " + " → ".join(names)
+
+    def _resolve(self, phase: Phase, markers: dict[int, dict]) -> list[str]:
+        marker_path = self.layout.resolve_marker(phase.index)
+        done = load_marker(self.layout, marker_path)
+        if done is not None:
+            return done["decisions"]
+        idx, name, params = phase.outgoing
+        op = op_class(name)(**params)
+        ctx = GlobalContext(
+            layout=self.layout, phase=phase.index, ref=phase.outgoing,
+            parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
+            rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
+            storage_options=self.out_options, run_tasks=self._run_helper_tasks)
+        op.resolve(ctx)
+        write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
+        self._task_completed()
+        return ctx.decisions
+
+    def _run_helper_tasks(self, fn: Callable, args_list: Sequence[tuple], label: str) -> list[Any]:
+        """Run `fn(*args)` for each args on Ray (used by global ops); results in input order."""
+        import ray
+
+        remote = ray.remote(num_cpus=1, max_retries=3)(fn)
+        results: dict[int, Any] = {}
+        handle = self.progress.phase(f"  {label}", len(args_list))
+
+        def on_done(i: int, result: Any) -> None:
+            results[i] = result
+            self.progress.advance(handle)
+
+        self._submit_all(remote, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}")
+        self.progress.finish(handle)
+        return [results[i] for i in range(len(args_list))]
+
+    def _publish(self, markers: dict[int, dict]) -> list[dict]:
+        parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
+        groups = pack_shards(parts, self.cfg.output.shard_bytes)
+        existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
+        todo = [(self.layout, i, group, self.cfg.output.compression) for i, group in enumerate(groups)
+                if i not in existing]
+        handle = self.progress.phase("publish shards", len(groups), len(groups) - len(todo))
+        from .remote import publish_shard_remote
+
+        def on_done(i: int, entry: dict) -> None:
+            existing[todo[i][1]] = entry
+            self.progress.advance(handle, entry["rows"])
+
+        self._submit_all(publish_shard_remote, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self.progress.finish(handle)
+        return [existing[i] for i in range(len(groups))]
+
+    def _existing_markers(self, folder: str, key: str = r"task-(\d+)\.json") -> dict[int, dict]:
+        fs = self.layout.fs
+        if not fs.exists(folder):
+            return {}
+        found = {}
+        for path in fs.ls(folder, detail=False):
+            m = re.search(key + "$", path)
+            if m:
+                marker = load_marker(self.layout, path)
+                if marker is not None:
+                    found[int(m.group(1))] = marker
+        return found
+
+    # ------------------------------------------------------------------ Ray plumbing
+
+    def _submit_all(self, remote, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
+                    describe: Callable[[int], str]) -> None:
+        """Run `remote(*args)` for each args, a bounded number in flight (driver memory stays flat
+        for 100k tasks); `on_done(i, result)` as each finishes."""
+        import ray
+
+        limit = 2 * cluster_cpus()
+        queue = list(enumerate(args_list))
+        queue.reverse()
+        in_flight: dict[Any, int] = {}
+        while queue or in_flight:
+            while queue and len(in_flight) < limit:
+                i, args = queue.pop()
+                in_flight[remote.remote(*args)] = i
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+            for ref in ready:
+                i = in_flight.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+                    if isinstance(cause, YlinkError):
+                        raise cause from None
+                    raise YlinkError(f"{describe(i)} failed: {type(cause).__name__}: "
+                                     f"{str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+                                     f" (finished work is kept: rerun the same command to resume)") from exc
+                on_done(i, result)
+                self._task_completed()
+
+    def _task_completed(self) -> None:
+        self.completed_tasks += 1
+        if self._fail_after and self.completed_tasks >= self._fail_after:
+            sys.stdout.flush()
+            sys.stderr.write(f"ylink: {FAIL_AFTER_ENV}={self._fail_after} reached: stopping abruptly\n")
+            sys.stderr.flush()
+            os._exit(FAIL_EXIT_CODE)
+
+
+def _describe_task(spec: TaskSpec) -> str:
+    what = ", ".join(s.describe() for s in spec.splits[:2]) + (" ..." if len(spec.splits) > 2 else "")
+    return f"phase {spec.phase.index} task {spec.task}" + (f" ({what})" if what else "")
+
+
+def redact(value: Any) -> Any:
+    """Storage options without credentials: fit for run.json, logs and reports."""
+    if isinstance(value, dict):
+        return {k: ("***" if _SECRET_KEY.search(str(k)) and v else redact(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value

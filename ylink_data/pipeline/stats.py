@@ -1,0 +1,90 @@
+"""The run's accounting: every input record is kept, dropped with a reason, or quarantined.
+
+Tasks report `TaskStats`; the driver adds them up into `stats.json`:
+  input_records == output_records + sum(all dropped) + quarantined
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class StageStats:
+    name: str
+    docs_in: int = 0
+    docs_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    quarantined: int = 0
+    seconds: float = 0.0
+    counters: Counter = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "out": self.docs_out,
+                               "dropped": dict(sorted(self.dropped.items())), "quarantined": self.quarantined,
+                               "seconds": round(self.seconds, 3)}
+        if self.counters:
+            out["counters"] = dict(sorted(self.counters.items()))
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StageStats":
+        return cls(d["name"], d["in"], d["out"], Counter(d.get("dropped", {})), d.get("quarantined", 0),
+                   d.get("seconds", 0.0), Counter(d.get("counters", {})))
+
+    def add(self, other: "StageStats") -> None:
+        self.docs_in += other.docs_in
+        self.docs_out += other.docs_out
+        self.dropped.update(other.dropped)
+        self.quarantined += other.quarantined
+        self.seconds += other.seconds
+        self.counters.update(other.counters)
+
+
+@dataclass
+class TaskStats:
+    """What one task did: records read from input (phase 0) and per-stage counts, by stage index
+    (0 is `read`, i + 1 is the i-th op of the pipeline)."""
+
+    input_records: int = 0
+    input_bytes: int = 0
+    stages: dict[int, StageStats] = field(default_factory=dict)
+
+    def stage(self, index: int, name: str) -> StageStats:
+        if index not in self.stages:
+            self.stages[index] = StageStats(name)
+        return self.stages[index]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"input_records": self.input_records, "input_bytes": self.input_bytes,
+                "stages": {str(i): s.to_json() for i, s in sorted(self.stages.items())}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TaskStats":
+        return cls(d["input_records"], d.get("input_bytes", 0),
+                   {int(i): StageStats.from_json(s) for i, s in d["stages"].items()})
+
+    def add(self, other: "TaskStats") -> None:
+        self.input_records += other.input_records
+        self.input_bytes += other.input_bytes
+        for i, s in other.stages.items():
+            self.stage(i, s.name).add(s)
+
+
+def run_stats(total: TaskStats, stage_names: list[str], output_records: int) -> dict[str, Any]:
+    """stats.json: totals plus one entry per stage in pipeline order (`read` first)."""
+    stages = [total.stages.get(i, StageStats(name)).to_json() for i, name in enumerate(stage_names)]
+    quarantined = sum(s["quarantined"] for s in stages)
+    return {"input_records": total.input_records, "output_records": output_records,
+            "quarantined": quarantined, "input_bytes": total.input_bytes, "stages": stages}
+
+
+def check_invariant(stats: dict[str, Any]) -> str | None:
+    """None if the books balance, else a description of the gap."""
+    dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
+    accounted = stats["output_records"] + dropped + stats["quarantined"]
+    if accounted != stats["input_records"]:
+        return (f"accounting gap: {stats['input_records']} input records but {stats['output_records']} kept "
+                f"+ {dropped} dropped + {stats['quarantined']} quarantined = {accounted}")
+    return None

@@ -1,0 +1,280 @@
+"""The work one Ray task does: read a task's splits (phase 0) or its previous phase's parts, apply
+the phase's ops batch by batch with bounded memory, write the kept documents, the rejected ones and
+the quarantine, then record completion atomically. The marker is the only proof of completion, so
+a task killed half-way leaves nothing that a rerun would trust."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..config import InputConfig, OutputConfig
+from ..io.fs import atomic_write, read_json, write_json
+from ..io.parquet import ParquetFileWriter, RollingParquetWriter, WrittenFile
+from ..io.readers import Bad, Record, Skip, Split, open_split, read_split
+from ..schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
+from ..stages import GlobalOp, MapOp, build_op
+from .layout import RunLayout
+from .plan import Phase, StageRef
+from .stats import TaskStats
+
+BATCH_DOCS = 2048
+BATCH_TEXT_BYTES = 32 * 1024 * 1024
+DECISION_COLUMNS = ("task", "row", "reason")
+
+
+@dataclass
+class TaskSpec:
+    run_url: str
+    storage_options: dict[str, Any]
+    phase: Phase
+    task: int
+    input: InputConfig
+    output: OutputConfig
+    splits: list[Split] = field(default_factory=list)  # phase 0
+    parts: list[str] = field(default_factory=list)  # later phases: the previous phase's parts
+    decisions: list[str] = field(default_factory=list)  # the incoming global op's decision files
+    inline: dict[str, Any] = field(default_factory=dict)  # memory:// inputs shipped by the driver
+
+
+# Ops are built once per worker process and reused by every task it runs (models load once).
+_OPS: dict[str, Any] = {}
+
+
+def cached_op(name: str, params: dict[str, Any]):
+    key = json.dumps([name, params], sort_keys=True, default=str)
+    if key not in _OPS:
+        op = build_op(name, params)
+        op.setup()
+        _OPS[key] = op
+    return _OPS[key]
+
+
+class TaskOutput:
+    """Everything a task writes besides its marker."""
+
+    def __init__(self, layout: RunLayout, spec: TaskSpec):
+        self.layout, self.spec = layout, spec
+        phase, task = spec.phase.index, spec.task
+        compression = spec.output.compression if spec.phase.final else "lz4"
+        self.kept = RollingParquetWriter(layout.fs, lambda k: layout.part(phase, task, k),
+                                         spec.output.shard_bytes, compression)
+        self.rejected: dict[int, ParquetFileWriter] = {}
+        self.quarantine: list[dict[str, Any]] = []
+
+    def reject(self, stage: int, table: pa.Table, reasons: list[str]) -> None:
+        if not self.spec.output.keep_rejected or table.num_rows == 0:
+            return
+        table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
+        table = table.append_column("reason", pa.array(reasons, pa.string()))
+        if stage not in self.rejected:
+            path = self.layout.rejected(self.spec.phase.index, self.spec.task).replace(
+                ".parquet", f"-stage{stage:02d}.parquet")
+            self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.output.compression)
+        self.rejected[stage].write(table)
+
+    def close(self) -> tuple[list[WrittenFile], list[str]]:
+        parts = self.kept.close()
+        rejected = [w.close().path for _, w in sorted(self.rejected.items())]
+        if self.quarantine:
+            path = self.layout.quarantine(self.spec.phase.index, self.spec.task)
+            with atomic_write(self.layout.fs, path) as f:
+                for entry in self.quarantine:
+                    f.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
+        return parts, rejected
+
+    def abort(self) -> None:
+        self.kept.abort()
+        for w in self.rejected.values():
+            w.abort()
+
+
+def execute_task(spec: TaskSpec) -> dict[str, Any]:
+    """Run one task to completion and return (and persist) its completion marker."""
+    layout = RunLayout.for_url(spec.run_url, spec.storage_options)
+    stats = TaskStats()
+    out = TaskOutput(layout, spec)
+    phase = spec.phase
+    ops = [(idx, name, cached_op(name, params)) for idx, name, params in phase.ops]
+    keyer = cached_op(phase.outgoing[1], phase.outgoing[2]) if phase.outgoing else None
+    try:
+        source = _read_input(spec, stats, out) if phase.index == 0 else _read_parts(spec, layout, stats, out)
+        for table in source:
+            for idx, name, op in ops:
+                table = _apply(op, idx, name, table, stats, out)
+                if table.num_rows == 0:
+                    break
+            if table.num_rows and keyer is not None:
+                table = _add_keys(keyer, phase.outgoing, table)
+            out.kept.write(table)
+        parts, rejected = out.close()
+    except BaseException:
+        out.abort()
+        raise
+    marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(),
+              "parts": [p.to_json() for p in parts], "rejected": rejected,
+              "quarantined": len(out.quarantine)}
+    write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
+    return marker
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:
+    """Phase 0: records of the task's splits, as batches of the document schema."""
+    read = stats.stage(0, "read")
+    cols: dict[str, list] = {name: [] for name in DOCUMENT_SCHEMA.names}
+    text_bytes = 0
+    for split in spec.splits:
+        stats.input_bytes += ((split.end if split.end is not None else split.size or 0) - split.start
+                              if split.format != "parquet" else (split.size or 0))
+        started = time.perf_counter()
+        inline = spec.inline.get(split.url)
+        if inline is not None and not isinstance(inline, bytes):
+            import ray
+
+            inline = ray.get(inline)
+        with open_split(split, spec.storage_options, inline) as f:
+            for item in read_split(split, f, spec.input):
+                stats.input_records += 1
+                if isinstance(item, Record):
+                    read.docs_in += 1
+                    read.docs_out += 1
+                    cols["id"].append(document_id(split.url, item.offset))
+                    cols["text"].append(item.text)
+                    cols["url"].append(item.url)
+                    cols["source"].append(split.url)
+                    cols["lang"].append(None)
+                    cols["lang_score"].append(None)
+                    cols["metadata"].append(json.dumps(item.metadata, ensure_ascii=False, default=str)
+                                            if item.metadata else None)
+                    text_bytes += len(item.text)
+                    if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
+                        read.seconds += time.perf_counter() - started
+                        yield pa.Table.from_pydict(cols, schema=DOCUMENT_SCHEMA)
+                        started = time.perf_counter()
+                        cols = {name: [] for name in DOCUMENT_SCHEMA.names}
+                        text_bytes = 0
+                elif isinstance(item, Skip):
+                    read.docs_in += 1
+                    read.dropped[item.reason] += 1
+                elif isinstance(item, Bad):
+                    read.quarantined += 1
+                    out.quarantine.append({"file": split.url, "offset": item.offset, "stage": "read",
+                                           "error": item.error})
+        read.seconds += time.perf_counter() - started
+    if cols["id"]:
+        yield pa.Table.from_pydict(cols, schema=DOCUMENT_SCHEMA)
+
+
+def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:
+    """Later phases: the previous phase's kept documents, minus what the global op decided to drop."""
+    idx, name, _ = spec.phase.incoming
+    stage = stats.stage(idx, name)
+    decisions = read_decisions(layout, spec.decisions, spec.task)
+    row = 0
+    for path in spec.parts:
+        with layout.fs.open(path, "rb") as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_DOCS):
+                started = time.perf_counter()
+                table = pa.Table.from_batches([batch])
+                table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
+                n = table.num_rows
+                rows = range(row, row + n)
+                row += n
+                stage.docs_in += n
+                reasons = [decisions.reasons.get(r) for r in rows]
+                for column, values in decisions.columns.items():
+                    table = table.append_column(column, pa.array([values.get(r) for r in rows]))
+                if any(reasons):
+                    keep = pa.array([r is None for r in reasons])
+                    dropped = [r for r in reasons if r is not None]
+                    stage.dropped.update(dropped)
+                    out.reject(idx, table.filter(pc.invert(keep)), dropped)
+                    table = table.filter(keep)
+                stage.docs_out += table.num_rows
+                stage.seconds += time.perf_counter() - started
+                if table.num_rows:
+                    yield table
+
+
+@dataclass
+class Decisions:
+    reasons: dict[int, str]
+    columns: dict[str, dict[int, Any]]
+
+
+def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
+    """The rows of `task` a global op decided about: drop reasons and any columns it adds."""
+    reasons: dict[int, str] = {}
+    columns: dict[str, dict[int, Any]] = {}
+    for path in files:
+        with layout.fs.open(path, "rb") as f:
+            table = pq.read_table(f, filters=[("task", "=", task)])
+        if table.num_rows == 0:
+            continue
+        rows = table.column("row").to_pylist()
+        for r, reason in zip(rows, table.column("reason").to_pylist()):
+            if reason is not None:
+                reasons[r] = reason
+        for name in table.column_names:
+            if name not in DECISION_COLUMNS:
+                columns.setdefault(name, {}).update(zip(rows, table.column(name).to_pylist()))
+    return Decisions(reasons, columns)
+
+
+# ----------------------------------------------------------------------------- ops
+
+
+def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:
+    stage = stats.stage(idx, name)
+    started = time.perf_counter()
+    result = op.process(table)
+    table = result.table
+    n = table.num_rows
+    stage.docs_in += n
+    stage.counters.update(result.counters)
+    keep = [True] * n
+    if result.errors:
+        ids, sources = table.column("id").to_pylist(), table.column("source").to_pylist()
+        for i, error in enumerate(result.errors):
+            if error is not None:
+                keep[i] = False
+                stage.quarantined += 1
+                out.quarantine.append({"file": sources[i], "id": ids[i], "stage": name, "error": error})
+    if result.dropped:
+        dropped_rows = [i for i, r in enumerate(result.dropped) if r is not None and keep[i]]
+        if dropped_rows:
+            reasons = [result.dropped[i] for i in dropped_rows]
+            stage.dropped.update(reasons)
+            out.reject(idx, table.take(dropped_rows), reasons)
+            for i in dropped_rows:
+                keep[i] = False
+    if not all(keep):
+        table = table.filter(pa.array(keep))
+    stage.docs_out += table.num_rows
+    stage.seconds += time.perf_counter() - started
+    return table
+
+
+def _add_keys(op: GlobalOp, ref: StageRef, table: pa.Table) -> pa.Table:
+    for column, values in op.keys(table).items():
+        table = table.append_column(internal_column(ref, column), values)
+    return table
+
+
+def internal_column(ref: StageRef, column: str) -> str:
+    return f"{INTERNAL_PREFIX}{ref[0]}_{column}"
+
+
+def load_marker(layout: RunLayout, path: str) -> dict[str, Any] | None:
+    try:
+        return read_json(layout.fs, path)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

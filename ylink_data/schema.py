@@ -1,0 +1,45 @@
+"""The one Arrow schema every document is stored in, and how document ids are made.
+
+Ids are a pure function of where a record came from (the input file and the record's offset in
+it), so the same input gives the same ids on every rerun, however the work is split or scheduled.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("text", pa.large_string()),
+        pa.field("url", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("lang", pa.string()),
+        pa.field("lang_score", pa.float32()),
+        # Format-specific facts (WARC headers, extra JSONL fields...) as a JSON object string:
+        # portable across Parquet readers and pandas, unlike a map or struct of unknown shape.
+        pa.field("metadata", pa.string()),
+    ]
+)
+
+CORE_COLUMNS = tuple(DOCUMENT_SCHEMA.names)
+
+# Columns whose names start with this prefix are internal to a run (e.g. a global op's key) and
+# are never written to the published shards.
+INTERNAL_PREFIX = "__"
+
+
+def document_id(source: str, offset: int) -> str:
+    """A stable 32-hex-digit id for the record at `offset` (byte or row position) of `source`."""
+    return hashlib.blake2b(f"{source}\x00{offset}".encode(), digest_size=16).hexdigest()
+
+
+def empty_table() -> pa.Table:
+    return DOCUMENT_SCHEMA.empty_table()
+
+
+def public_columns(table: pa.Table) -> pa.Table:
+    """Drop the run-internal columns before publishing or handing a table to a user."""
+    internal = [n for n in table.column_names if n.startswith(INTERNAL_PREFIX)]
+    return table.drop_columns(internal) if internal else table
