@@ -63,7 +63,7 @@ class PipelineConfig(_Strict):
     name: str = "pipeline"
     input: InputConfig
     output: OutputConfig
-    stages: list[dict[str, Any]] = Field(default_factory=list)
+    stages: list[Any] = Field(default_factory=list)
     ray: RayConfig = Field(default_factory=RayConfig)
     storage: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Resolved stage list: (op name, validated params), filled in by `validate_config`.
@@ -102,13 +102,22 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     raw = dict(raw)
     raw.pop("include", None)
     raw["storage"] = _expand_env(raw.get("storage") or {})
+    from .stages import validate_stages  # late import: ops import config helpers
+
+    problems: list[str] = []
     try:
         cfg = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError([_describe(err, raw) for err in exc.errors()], source) from None
-    from .stages import validate_stages  # late import: ops import config helpers
-
-    cfg.ops = validate_stages(cfg.stages, source)
+        problems += [_describe(err, raw) for err in exc.errors()]
+    ops: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(raw.get("stages"), list):
+        try:
+            ops = validate_stages(raw["stages"])
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems, source)
+    cfg.ops = ops
     if cfg.output.path.startswith("memory://"):
         raise ConfigError(
             "output.path: memory:// lives in one process and Ray workers cannot see it; "

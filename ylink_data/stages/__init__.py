@@ -59,6 +59,8 @@ def validate_stages(stages: list[Any], source: str | None = None) -> list[tuple[
     ops: list[tuple[str, dict[str, Any]]] = []
     for i, item in enumerate(stages):
         where = f"stages[{i}]"
+        if isinstance(item, str):
+            item = {item: {}}  # `- exact_dedup` is `- exact_dedup: {}`
         if not isinstance(item, dict) or len(item) != 1:
             problems.append(f"{where}: expected one op as `- op_name: {{params}}`, got {item!r}")
             continue

@@ -1,0 +1,118 @@
+"""The quickstart end to end on the bundled real crawl: manifest, stats, accounting, stable ids."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+import ylink_data
+from ylink_data.errors import RunStateError
+from ylink_data.pipeline.stats import check_invariant
+
+from .conftest import QUICKSTART, REPO, quickstart_config
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture(scope="module")
+def quickstart_run(ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qs") / "run"
+    path, stats = ylink_data.run(quickstart_config(out))
+    return out, stats
+
+
+def test_manifest_and_stats_are_complete(quickstart_run):
+    out, stats = quickstart_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    on_disk = json.loads((out / "stats.json").read_text())
+    assert on_disk == stats
+    assert manifest["version"] == 1 and manifest["shards"]
+    assert sum(s["rows"] for s in manifest["shards"]) == stats["output_records"] > 50
+    for shard in manifest["shards"]:
+        data = (out / shard["path"]).read_bytes()
+        assert len(data) == shard["bytes"]
+        assert hashlib.sha256(data).hexdigest() == shard["sha256"]
+        assert pq.ParquetFile(out / shard["path"]).metadata.num_rows == shard["rows"]
+    assert not (out / "_work").exists(), "intermediate files are removed once the run is complete"
+
+
+def test_accounting_invariant_holds(quickstart_run):
+    _, stats = quickstart_run
+    assert check_invariant(stats) is None
+    dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
+    assert stats["input_records"] == stats["output_records"] + dropped + stats["quarantined"]
+    names = [s["name"] for s in stats["stages"]]
+    assert names == ["read", "exact_dedup"]
+    read = stats["stages"][0]
+    # WARC requests, metadata and warcinfo records are accounted for, not silently skipped.
+    assert read["dropped"]["warc_request"] > 0 and read["dropped"]["warc_metadata"] > 0
+    for before, after in zip(stats["stages"], stats["stages"][1:]):
+        assert after["in"] == before["out"]
+
+
+def test_documents_follow_the_schema_with_english_and_chinese(quickstart_run):
+    out, _ = quickstart_run
+    table = ylink_data.open_run(str(out)).to_arrow()
+    for column in ("id", "text", "url", "source", "lang", "lang_score", "metadata"):
+        assert column in table.column_names
+    texts = table.column("text").to_pylist()
+    chinese = [t for t in texts if len(CJK.findall(t)) > 200]
+    english = [t for t in texts if " the " in t and len(CJK.findall(t)) < 10]
+    assert len(chinese) >= 5 and len(english) >= 30
+    ids = table.column("id").to_pylist()
+    assert len(set(ids)) == len(ids)
+    assert all(json.loads(m)["warc_record_id"] for m in table.column("metadata").to_pylist())
+
+
+def test_ids_and_rows_are_stable_across_runs(quickstart_run, tmp_path):
+    out, _ = quickstart_run
+    # A second run with another task layout (small splits: more tasks, split .warc.gz files).
+    _, stats2 = ylink_data.run(quickstart_config(tmp_path / "again"), **{"input.split_bytes": 60_000})
+    first = ylink_data.open_run(str(out)).to_arrow().sort_by("id")
+    second = ylink_data.open_run(str(tmp_path / "again")).to_arrow().sort_by("id")
+    assert first.column("id").to_pylist() == second.column("id").to_pylist()
+    assert first.equals(second)
+
+
+def test_exact_duplicates_across_files_are_dropped_keeping_the_first(quickstart_run):
+    out, stats = quickstart_run
+    run = ylink_data.open_run(str(out))
+    texts = run.to_arrow().column("text").to_pylist()
+    assert len(set(texts)) == len(texts)
+    rejected = run.rejected("exact_dedup")
+    assert rejected.num_rows == stats["stages"][1]["dropped"].get("exact_dedup", 0) >= 1
+    kept = set(texts)
+    assert all(t in kept for t in rejected.column("text").to_pylist())
+
+
+def test_completed_run_is_not_redone_and_changed_config_is_refused(quickstart_run):
+    out, stats = quickstart_run
+    manifest_before = (out / "manifest.json").read_bytes()
+    _, again = ylink_data.run(quickstart_config(out))
+    assert again == stats and (out / "manifest.json").read_bytes() == manifest_before
+    with pytest.raises(RunStateError, match=r"different configuration .*stages.*--fresh"):
+        ylink_data.run(quickstart_config(out, output__keep_rejected=True) | {"stages": []})
+
+
+def test_fresh_replaces_a_run_of_another_config(ray_session, tmp_path):
+    out = tmp_path / "run"
+    ylink_data.run(quickstart_config(out))
+    _, stats = ylink_data.run(quickstart_config(out) | {"stages": []}, fresh=True)
+    assert [s["name"] for s in stats["stages"]] == ["read"]
+    assert not (out / "rejected").exists()
+
+
+def test_quickstart_command_from_the_readme(tmp_path):
+    """`ylink run pipelines/quickstart.yaml` as a user types it (with --set for the output)."""
+    ylink = [sys.executable, "-m", "ylink_data.cli"]
+    out = tmp_path / "cli"
+    proc = subprocess.run([*ylink, "run", str(QUICKSTART), "--no-progress", "--set", f"output.path={out}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(out)
+    assert (out / "manifest.json").exists()
