@@ -1,0 +1,25 @@
+# Two commands for a fresh machine (see README):
+#   make run    installs ylink-data into .venv and runs the quickstart pipeline on the bundled crawl
+#   make test   installs ylink-data with its test extras into .venv and runs the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install clean
+
+$(BIN)/ylink: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(BIN)/ylink
+
+run: install
+	$(BIN)/ylink run pipelines/quickstart.yaml
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf out .pytest_cache
