@@ -31,9 +31,11 @@ The environment variable ``YLINK_TEST_S3_BACKEND`` (``auto`` | ``seaweedfs`` |
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -111,20 +113,51 @@ def find_weed() -> str | None:
     return shutil.which("weed")
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports that are free on 127.0.0.1 right now.
+def _bind(port: int) -> socket.socket | None:
+    """A socket bound to 127.0.0.1:``port`` (0: any free port), or None if taken."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    return s
 
-    All sockets are held open until every port is chosen, so the kernel cannot
-    hand the same port out twice. Another process can still take one before
+
+def _free_ports(count: int, offset_pairs: int = 0) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now, followed by
+    ``offset_pairs`` ports P for which P + 10000 is free as well.
+
+    The pairs serve daemons whose gRPC port is only reachable at the default
+    "http port + 10000". All sockets are held open until every port is chosen,
+    so no port is handed out twice. Another process can still take one before
     weed binds it; ``start_s3_server`` retries with fresh ports when that happens.
     """
     socks: list[socket.socket] = []
     try:
         for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            s = _bind(0)
+            if s is None:
+                raise OSError("no free port on 127.0.0.1")
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        pairs: list[int] = []
+        rng = random.Random()
+        for _ in range(offset_pairs):
+            for _attempt in range(200):
+                # Below Linux's ephemeral range (32768+), where client sockets live.
+                port = rng.randrange(20000, 22700)
+                first = _bind(port)
+                second = _bind(port + 10000) if first is not None else None
+                if first is not None and second is not None:
+                    socks += [first, second]
+                    pairs.append(port)
+                    break
+                for s in (first, second):
+                    if s is not None:
+                        s.close()
+            else:
+                raise OSError("no free port pair (P, P + 10000) on 127.0.0.1")
+        return [s.getsockname()[1] for s in socks[:count]] + pairs
     finally:
         for s in socks:
             s.close()
@@ -196,9 +229,10 @@ def _weed_command(weed: str, workdir: Path, ports: dict[str, int], config: Path)
     """
     cmd = [
         weed,
-        # Global glog flags go before the sub-command. Logs go to stderr (which
-        # we redirect into the work directory) and, as files, into logdir --
-        # glog's default logdir is /tmp.
+        # Global glog flags go before the sub-command: log everything to stderr,
+        # which we redirect to <workdir>/weed.log; should anything still log to
+        # files, it goes to <workdir>/logs instead of glog's default, /tmp.
+        "-logtostderr=true",
         f"-logdir={workdir / 'logs'}",
         "mini",
         f"-dir={workdir / 'data'}",
@@ -215,10 +249,13 @@ def _weed_command(weed: str, workdir: Path, ports: dict[str, int], config: Path)
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
         "-admin.ui=false",
+        # The admin server runs even without its UI, and mini's maintenance worker
+        # dials it at admin.port + 10000 whatever -admin.port.grpc says, so we
+        # leave the gRPC port at that default (and picked both ports free).
         f"-admin.port={ports['admin']}",
-        f"-admin.port.grpc={ports['admin_grpc']}",
         "-webdav=false",
         "-master.telemetry=false",  # no phoning home from a test
+        "-volume.preStopSeconds=0",  # nobody to drain: stop in ~1 s instead of ~2 s
         # Behave like AWS S3 rather than SeaweedFS's lenient defaults: a write
         # into a missing bucket fails (NoSuchBucket) instead of creating it, and
         # deleting a non-empty bucket fails (BucketNotEmpty) instead of wiping it.
@@ -238,32 +275,37 @@ def _weed_command(weed: str, workdir: Path, ports: dict[str, int], config: Path)
     return cmd
 
 
-def _stop_process_group(proc: subprocess.Popen, grpc_ports: list[int]) -> None:
-    """SIGTERM weed's process group, wait, SIGKILL if it lingers.
+def _stop_process_group(proc: subprocess.Popen, ports: dict[str, int]) -> None:
+    """SIGTERM weed's process group, wait, SIGKILL if it lingers; then remove
+    the unix sockets it leaves in /tmp.
 
-    weed shuts down gracefully in about 2 s and removes its gRPC unix sockets;
-    after a SIGKILL we remove them ourselves (they are named by our ports).
+    weed shuts down gracefully in about 1 s, but leaves (at least) the S3 and
+    admin gRPC sockets behind, and all of them after a SIGKILL. They are named
+    after our ports, so we can remove exactly ours -- only when nothing answers
+    on them any more.
     """
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=20)
-            return
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=20)
-    else:
-        # The leader is gone; make sure no straggler in its group survives.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    for name in _GRPC_SOCKET_NAMES:
-        for port in grpc_ports:
-            with contextlib.suppress(OSError):
-                path = Path(f"/tmp/seaweedfs-{name}-grpc-{port}.sock")
-                if path.is_socket() and path.stat().st_uid == os.getuid():
-                    path.unlink()
+    # The leader is gone; make sure no straggler in its group survives.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    leftovers = [f"/tmp/seaweedfs-{name}-grpc-{ports[name + '_grpc']}.sock" for name in _GRPC_SOCKET_NAMES]
+    leftovers += [f"/tmp/seaweedfs-filer-{ports['filer']}.sock", f"/tmp/seaweedfs-s3-{ports['s3']}.sock"]
+    for path in map(Path, leftovers):
+        with contextlib.suppress(OSError):
+            if not path.is_socket() or path.stat().st_uid != os.getuid():
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                if s.connect_ex(str(path)) == 0:
+                    continue  # someone is listening: not ours any more
+            path.unlink()
 
 
 def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Callable[[], None]]:
@@ -292,17 +334,22 @@ def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Cal
             indent=2,
         )
     )
-    names = ["master", "volume", "filer", "s3", "admin"]
-    free = _free_ports(2 * len(names))
+    names = ["master", "volume", "filer", "s3"]
+    free = _free_ports(2 * len(names), offset_pairs=1)
     ports = {name: free[i] for i, name in enumerate(names)}
     ports.update({f"{name}_grpc": free[len(names) + i] for i, name in enumerate(names)})
-    grpc_ports = [ports[f"{name}_grpc"] for name in names]
+    ports["admin"] = free[-1]
+    ports["admin_grpc"] = free[-1] + 10000
     cmd = _weed_command(weed, workdir, ports, config)
     (workdir / "command.txt").write_text(" ".join(cmd) + "\n")
 
     log_path = workdir / "weed.log"
     log: IO[bytes] = open(log_path, "ab")
-    env = dict(os.environ, TMPDIR=str(workdir / "tmp"))
+    # weed reads filer.toml/security.toml/... from ./, $HOME/.seaweedfs and
+    # /etc/seaweedfs: with cwd and HOME inside the work directory, a developer's
+    # own SeaweedFS configuration cannot leak into the tests. TMPDIR keeps Go's
+    # temporary files there too.
+    env = dict(os.environ, HOME=str(workdir), TMPDIR=str(workdir / "tmp"))
     try:
         proc = subprocess.Popen(
             cmd,
@@ -323,7 +370,7 @@ def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Cal
     while True:
         if proc.poll() is not None:
             log.close()
-            _stop_process_group(proc, grpc_ports)
+            _stop_process_group(proc, ports)
             raise _WeedExited(
                 f"weed exited with status {proc.returncode} during start-up; "
                 f"log tail ({log_path}):\n{_log_tail(log_path)}"
@@ -335,7 +382,7 @@ def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Cal
             except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
                 last_error = exc
         if time.monotonic() > deadline:
-            _stop_process_group(proc, grpc_ports)
+            _stop_process_group(proc, ports)
             log.close()
             raise S3ServerError(
                 f"SeaweedFS S3 endpoint {endpoint} did not answer within {timeout:.0f} s "
@@ -352,11 +399,15 @@ def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Cal
         if stopped:
             return
         stopped = True
+        atexit.unregister(stop)
         try:
-            _stop_process_group(proc, grpc_ports)
+            _stop_process_group(proc, ports)
         finally:
             log.close()
 
+    # weed runs in its own session, so it would outlive a test run that forgets
+    # to stop it or dies of an exception; atexit covers those (not a SIGKILL).
+    atexit.register(stop)
     return S3Server(endpoint_url=endpoint, key=key, secret=secret, backend="seaweedfs"), stop
 
 
@@ -369,6 +420,7 @@ def _start_moto() -> tuple[S3Server, Callable[[], None]]:
 
     moto keeps its state in process-global backends (shared with ``mock_aws``),
     so ``stop`` resets them: the next server starts empty, like a fresh weed.
+    The flip side: two moto servers alive in one process see the same buckets.
     """
     from moto.server import ThreadedMotoServer
 
@@ -391,6 +443,10 @@ def _start_moto() -> tuple[S3Server, Callable[[], None]]:
             pass
         finally:
             server.stop()
+            # ThreadedMotoServer.stop() only ends serve_forever(); the listening
+            # socket stays open (connections would hang), so close it as well.
+            if server._server is not None:
+                server._server.server_close()
 
     # moto accepts any credentials; random ones keep tests honest about passing them.
     return S3Server(endpoint, "moto" + secrets.token_hex(6), secrets.token_urlsafe(20), backend="moto"), stop

@@ -12,6 +12,9 @@ import pyarrow.parquet as pq
 from .fs import HashingWriter, atomic_write
 
 ROW_GROUP_ROWS = 4096
+# Long free text neither dictionary-encodes nor benefits from min/max statistics; computing them
+# costs a scan of every page. Short columns (lang, source...) keep both.
+_PLAIN_COLUMNS = {"text", "metadata", "id", "url"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class ParquetFileWriter:
 
     def write(self, table: pa.Table) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._out, table.schema, compression=self._compression)
+            small = [n for n in table.schema.names if n not in _PLAIN_COLUMNS]
+            self._writer = pq.ParquetWriter(self._out, table.schema, compression=self._compression,
+                                            use_dictionary=small, write_statistics=small)
         elif table.schema != self._writer.schema:
             table = table.select(self._writer.schema.names).cast(self._writer.schema)
         self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
