@@ -33,7 +33,8 @@ class InputConfig(_Strict):
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html"] = "auto"
     # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
     text_field: str | None = None
-    url_field: str = "url"
+    # The url field, dotted for nested ones; null tries url, then metadata.url.
+    url_field: str | None = None
     # Files larger than this are split into several tasks where the format allows it
     # (uncompressed JSONL by byte range, Parquet by row group, .warc.gz by gzip member).
     split_bytes: int = Field(256 * MiB, gt=0)

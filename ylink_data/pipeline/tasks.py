@@ -24,7 +24,7 @@ from .plan import Phase, StageRef
 from .stats import TaskStats
 
 BATCH_DOCS = 2048
-BATCH_TEXT_BYTES = 32 * 1024 * 1024
+BATCH_TEXT_BYTES = 8 * 1024 * 1024
 DECISION_COLUMNS = ("task", "row", "reason")
 
 

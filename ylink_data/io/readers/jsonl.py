@@ -11,11 +11,12 @@ from typing import IO, Any, Iterator
 from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
 
 TEXT_FIELDS = ("text", "raw_content", "content")
+URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
 _SKIP_CHUNK = 1 << 20
 
 
 def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: str | None,
-               url_field: str) -> Iterator[Record | Skip | Bad]:
+               url_field: str | None) -> Iterator[Record | Skip | Bad]:
     pos = split.start
     if pos:
         f.seek(pos - 1)
@@ -41,7 +42,7 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
         yield _parse(line, start, text_field, url_field)
 
 
-def _parse(line: bytes, offset: int, text_field: str | None, url_field: str) -> Record | Skip | Bad:
+def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | None) -> Record | Skip | Bad:
     try:
         obj = json.loads(line)
     except UnicodeDecodeError as exc:
@@ -54,9 +55,9 @@ def _parse(line: bytes, offset: int, text_field: str | None, url_field: str) -> 
 
 
 def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None,
-                        url_field: str) -> Record | Skip | Bad:
-    """A JSONL object or a Parquet row: the text field becomes `text`, the url field `url`, and
-    every other field goes into `metadata`."""
+                        url_field: str | None) -> Record | Skip | Bad:
+    """A JSONL object or a Parquet row: the text field becomes `text`, the url field (a dotted path
+    for nested fields, e.g. `metadata.url`) `url`, and every other field goes into `metadata`."""
     field = text_field or next((k for k in TEXT_FIELDS if k in obj), None)
     if field is None or field not in obj:
         want = repr(text_field) if text_field else " or ".join(map(repr, TEXT_FIELDS))
@@ -66,8 +67,20 @@ def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None
         return Skip(offset, "empty")
     if not isinstance(text, str):
         return Bad(offset, f"field {field!r} is {type(text).__name__}, not a string")
-    url = obj.pop(url_field, None)
+    url = None
+    for path in [url_field] if url_field else URL_FIELDS:
+        url = _dotted(obj, path)
+        if isinstance(url, str):
+            break
     return Record(offset, text, url if isinstance(url, str) else None, obj)
+
+
+def _dotted(obj: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 def _skip_rest_of_line(f: IO[bytes]) -> int:

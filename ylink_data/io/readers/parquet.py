@@ -12,7 +12,7 @@ from .jsonl import record_from_mapping
 BATCH_ROWS = 1024
 
 
-def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: str) -> Iterator[Record | Skip | Bad]:
+def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: str | None) -> Iterator[Record | Skip | Bad]:
     pf = pq.ParquetFile(f)
     groups = list(range(pf.num_row_groups))[split.start:split.end]
     row = sum(pf.metadata.row_group(i).num_rows for i in range(split.start))
