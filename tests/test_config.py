@@ -128,3 +128,21 @@ def test_validate_reports_missing_inputs(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "input.paths[0]: nothing matches" in lines[0] and "nothing-here" in lines[0]
+
+
+def test_bundled_presets_are_valid_includes(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    monkeypatch.delenv("S3_ENDPOINT_URL", raising=False)
+    pipeline = REPO / "pipelines" / "_preset_check.yaml"
+    try:
+        pipeline.write_text(yaml.safe_dump(_base(tmp_path) | {
+            "include": ["configs/storage/s3.yaml", "configs/cluster/laptop.yaml"]}))
+        cfg = load_config(pipeline)  # presets are found relative to the repository from pipelines/
+    finally:
+        pipeline.unlink()
+    assert cfg.ray.num_cpus == 2 and cfg.ray.address is None
+    assert cfg.storage_options("s3://b/k") == {"key": "AKIDEXAMPLE", "secret": "not-a-real-secret"}
+    assert load_config(QUICKSTART, ["ray.address=auto"]).ray.address == "auto"
+    cluster = yaml.safe_load((REPO / "configs/cluster/ray-cluster.yaml").read_text())
+    assert cluster == {"ray": {"address": "auto"}}

@@ -74,7 +74,9 @@ class PipelineConfig(_Strict):
         """fsspec options for `url`'s protocol (`storage: {s3: {...}}`)."""
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         aliases = {"s3a": "s3", "gcs": "gs", "https": "http"}
-        return dict(self.storage.get(protocol) or self.storage.get(aliases.get(protocol, "")) or {})
+        options = self.storage.get(protocol) or self.storage.get(aliases.get(protocol, "")) or {}
+        # An unset `${VAR}` leaves "": drop it so the backend uses its own default (e.g. AWS itself).
+        return {k: v for k, v in options.items() if v not in ("", None)}
 
 
 # ----------------------------------------------------------------------------- loading
