@@ -53,6 +53,9 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
                              f"(warc, wet, jsonl, parquet, text or html)")
         size = file.size
         if fmt in ("warc", "wet"):
+            if compression not in (None, "gzip"):
+                raise InputError(f"{file.url}: WARC files are read uncompressed or gzip-compressed per record; "
+                                 f"recompress it with `warcio recompress`")
             # WARC gzip is per record, read member by member: not a whole-file decompression.
             pieces = _byte_ranges(size, cfg.split_bytes) if compression == "gzip" else [(0, None)]
             splits += [Split(file.url, "warc", size, s, e) for s, e in pieces]
@@ -110,11 +113,47 @@ def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | No
         fs, path = filesystem(split.url, storage_options)
         raw = fs.open(path, "rb")
     with raw:
-        if split.compression:
+        if split.compression == "zstd":
+            yield io.BufferedReader(_ZstdReader(raw), 1 << 20)
+        elif split.compression:
             with fsspec.compression.compr[split.compression](raw, mode="rb") as f:
                 yield f
         else:
             yield raw
+
+
+class _ZstdReader(io.RawIOBase):
+    """The zstd frames of `raw`, decompressed. zstandard's own stream reader has no readline and
+    ends silently inside a frame that is cut short, so a truncated .zst would lose its tail without
+    a word; this raises EOFError there instead, as gzip does."""
+
+    def __init__(self, raw: IO[bytes]):
+        import zstandard
+
+        self._raw, self._new = raw, zstandard.ZstdDecompressor().decompressobj
+        self._d: Any = None
+        self._pending = b""
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self._out:
+            data, self._pending = self._pending or self._raw.read(1 << 16), b""
+            if not data:
+                if self._d is not None and not self._d.eof:
+                    raise EOFError("the zstd stream ends inside a frame (truncated file?)")
+                return 0
+            if self._d is None or self._d.eof:
+                self._d = self._new()  # a new frame
+            self._out = memoryview(self._d.decompress(data))
+            if self._d.eof:
+                self._pending = self._d.unused_data
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
 
 
 def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:

@@ -56,5 +56,7 @@ def is_io_failure(exc: BaseException) -> bool:
 
 
 def describe_error(exc: BaseException) -> str:
+    """One readable line: parsers quote raw bytes in their messages, which are escaped here."""
     text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[:200])
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -8,7 +8,7 @@ splits, each starting at the first gzip member at or after its start offset.
 from __future__ import annotations
 
 import zlib
-from typing import IO, Iterator
+from typing import IO, Generator, Iterator
 
 from warcio.archiveiterator import ArchiveIterator
 
@@ -18,6 +18,7 @@ from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20
 _HTML_TYPES = ("text/html", "application/xhtml")
+_TOO_LARGE = "record larger than input.max_record_bytes"
 
 
 def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
@@ -26,21 +27,48 @@ def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
     end = split.end if split.end is not None else float("inf")
     pos: int | None = split.start if split.start == 0 else next_record_start(f, split.start, gz)
     while pos is not None and pos < end:
-        f.seek(pos)
-        it = ArchiveIterator(f, ensure_http_headers=False)
-        current = pos
+        pos = yield from _read_from(f, pos, end, gz, max_record_bytes)
+
+
+def _read_from(f: IO[bytes], pos: int, end: float, gz: bool,
+               max_record_bytes: int) -> Generator[Record | Skip | Bad, None, int | None]:
+    """Records from `pos` on until one is damaged; returns where to resume after it (None: the end).
+    Each record is read to its end before it is reported, so that damage found while finishing it
+    (corrupt gzip data, a Content-Length that does not match) makes that record `Bad` instead of
+    being blamed on its neighbour, and a `Bad` is never reported for a record already reported."""
+    f.seek(pos)
+    it = ArchiveIterator(f, ensure_http_headers=False)
+    records = iter(it)
+    while True:
+        start = it.offset  # the previous record was read to its end: this is where the next starts
         try:
-            for record in it:
-                current = it.offset
-                if current >= end:
-                    return
-                yield _convert(record, current, max_record_bytes)
-            return
+            record = next(records, None)
         except Exception as exc:
             if is_io_failure(exc):
                 raise
-            yield Bad(current, f"unreadable record: {describe_error(exc)}")
-            pos = next_record_start(f, current + 1, gz)
+            yield Bad(start, f"unreadable record: {describe_error(exc)}")
+            return next_record_start(f, start + 1, gz)
+        if record is None:
+            return None
+        current = it.offset
+        if current >= end:
+            return None
+        try:
+            item = _convert(record, current, max_record_bytes)
+            warnings = it.err_count
+            it.read_to_end()
+            missing = getattr(record.raw_stream, "limit", 0)
+            if missing:
+                item = Bad(current, f"truncated record: {missing} bytes of its Content-Length are missing")
+            elif it.err_count > warnings:
+                item = Bad(current, "record does not end where its Content-Length says (invalid Content-Length?)")
+        except Exception as exc:
+            if is_io_failure(exc):
+                raise
+            item = Bad(current, f"unreadable record: {describe_error(exc)}")
+        yield item
+        if isinstance(item, Bad) and not item.error.startswith(_TOO_LARGE):
+            return next_record_start(f, current + 1, gz)  # the framing is not to be trusted: resync
 
 
 def _convert(record, offset: int, max_record_bytes: int) -> Record | Skip | Bad:
@@ -55,10 +83,7 @@ def _convert(record, offset: int, max_record_bytes: int) -> Record | Skip | Bad:
     content_type = (http.get_header("Content-Type") if http else None) or headers.get_header("Content-Type") or ""
     body = record.content_stream().read(max_record_bytes + 1)
     if len(body) > max_record_bytes:
-        return Bad(offset, f"record larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
-    missing = getattr(record.raw_stream, "limit", 0)
-    if missing:
-        return Bad(offset, f"truncated record: {missing} bytes of its Content-Length are missing")
+        return Bad(offset, f"{_TOO_LARGE} ({max_record_bytes} bytes); raise it to read it")
     url = headers.get_header("WARC-Target-URI")
     meta = {"warc_type": rtype, "warc_record_id": headers.get_header("WARC-Record-ID"),
             "warc_date": headers.get_header("WARC-Date")}
