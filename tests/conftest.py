@@ -23,7 +23,7 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, object_store_memory=200 * 1024 * 1024, include_dashboard=False,
+        ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024 * 1024, include_dashboard=False,
                  logging_level="WARNING")
     yield ray
     ray.shutdown()

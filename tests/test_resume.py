@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 import yaml
 
@@ -35,9 +39,22 @@ def _done_markers(out, phase: int) -> int:
     return len(list(folder.glob("task-*.json"))) if folder.exists() else 0
 
 
-def test_interrupted_twice_then_resumed_equals_uninterrupted(ray_session, tmp_path):
-    reference = tmp_path / "reference"
-    ylink_data.run(quickstart_config(reference, input__split_bytes=SPLIT))
+@pytest.fixture(scope="module")
+def reference(ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference") / "run"
+    ylink_data.run(quickstart_config(out, input__split_bytes=SPLIT))
+    return out
+
+
+def _assert_same_run(got_path, expected_path) -> None:
+    expected, got = ylink_data.open_run(str(expected_path)), ylink_data.open_run(str(got_path))
+    assert _counts(got.stats) == _counts(expected.stats)
+    assert got.to_arrow().equals(expected.to_arrow())
+    assert [s["sha256"] for s in got.manifest["shards"]] == [s["sha256"] for s in expected.manifest["shards"]]
+    assert got.rejected().sort_by("id").equals(expected.rejected().sort_by("id"))
+
+
+def test_interrupted_twice_then_resumed_equals_uninterrupted(reference, tmp_path):
 
     out = tmp_path / "resumed"
     config_path = tmp_path / "pipeline.yaml"
@@ -59,8 +76,25 @@ def test_interrupted_twice_then_resumed_equals_uninterrupted(ray_session, tmp_pa
     third = _ylink_run(config_path, fail_after=None)
     assert third.returncode == 0, third.stderr
 
-    expected, got = ylink_data.open_run(str(reference)), ylink_data.open_run(str(out))
-    assert _counts(got.stats) == _counts(expected.stats)
-    assert got.to_arrow().equals(expected.to_arrow())
-    assert [s["sha256"] for s in got.manifest["shards"]] == [s["sha256"] for s in expected.manifest["shards"]]
-    assert got.rejected().sort_by("id").equals(expected.rejected().sort_by("id"))
+    _assert_same_run(out, reference)
+
+
+def test_kill_9_mid_run_then_rerun_equals_uninterrupted(reference, tmp_path):
+    """No fault injection: the whole process group (driver, Ray, workers) is SIGKILLed mid-phase."""
+    out = tmp_path / "killed"
+    config_path = tmp_path / "pipeline.yaml"
+    config_path.write_text(yaml.safe_dump(quickstart_config(out, input__split_bytes=SPLIT)))
+    proc = subprocess.Popen([sys.executable, "-m", "ylink_data.cli", "run", str(config_path), "--no-progress"],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while _done_markers(out, 0) < 5 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "manifest.json").exists() and _done_markers(out, 0) >= 5
+
+    rerun = _ylink_run(config_path, fail_after=None)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming" in rerun.stderr
+    _assert_same_run(out, reference)

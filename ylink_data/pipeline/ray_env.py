@@ -22,7 +22,9 @@ def ensure_ray(cfg: RayConfig) -> None:
     else:
         # An embedded Ray listens on loopback only and lives as long as this process: no token.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=cfg.num_cpus, object_store_memory=cfg.object_store_memory or EMBEDDED_OBJECT_STORE,
+        # "local" always starts a private instance: a bare ray.init() would join any cluster this
+        # machine happens to run (`ray start`, another test's cluster), which is not what null means.
+        ray.init(address="local", num_cpus=cfg.num_cpus, object_store_memory=cfg.object_store_memory or EMBEDDED_OBJECT_STORE,
                  **common)
 
 

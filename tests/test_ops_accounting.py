@@ -1,0 +1,82 @@
+"""How the runner accounts for what ops do, run through the real task code (`execute_task`, the
+function each Ray task runs) in this process: drops are counted per reason and written to rejected/,
+a document whose op raises is quarantined with its id, and the invariant holds per task."""
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from ylink_data.config import load_config
+from ylink_data.pipeline.runner import Runner
+from ylink_data.pipeline.tasks import TaskSpec, execute_task
+from ylink_data.stages import REGISTRY, DocumentFilter, op_class, validate_stages
+
+from .conftest import SAMPLES
+
+
+class _NoSpam(DocumentFilter):
+    """Test op: drops pages that mention casinos; raises on pages without a url."""
+
+    name = "test_no_spam"
+
+    def __init__(self, word: str = "casino"):
+        self.word = word
+
+    def filter(self, doc):
+        if doc.url is None:
+            raise ValueError("no url to judge by")
+        return "spam" if self.word in doc.text.lower() else True
+
+
+@pytest.fixture
+def no_spam_op():
+    op_class("exact_dedup")  # load the built-in ops first
+    REGISTRY[_NoSpam.name] = _NoSpam
+    yield _NoSpam
+    del REGISTRY[_NoSpam.name]
+
+
+def test_op_params_come_from_the_constructor(no_spam_op):
+    assert validate_stages([{"test_no_spam": {"word": "lottery"}}]) == [("test_no_spam", {"word": "lottery"})]
+    assert validate_stages(["test_no_spam"]) == [("test_no_spam", {"word": "casino"})]
+
+
+def test_drops_and_errors_are_accounted_in_a_task(no_spam_op, tmp_path):
+    cfg = load_config({"input": {"paths": [str(SAMPLES / "CC-MAIN-2020-34-excerpt.warc.gz")]},
+                       "output": {"path": str(tmp_path / "out"), "keep_rejected": True},
+                       "stages": [{"test_no_spam": {"word": "the"}}]})
+    plan = Runner(cfg).plan()
+    spec = TaskSpec(str(tmp_path / "out"), {}, plan.phases[0], 0, cfg.input, cfg.output, splits=plan.tasks[0])
+    marker = execute_task(spec)
+
+    read, op = marker["stats"]["stages"]["0"], marker["stats"]["stages"]["1"]
+    assert op["in"] == read["out"] == 16
+    assert op["dropped"] == {"test_no_spam:spam": op["in"] - op["out"] - op["quarantined"]} != {}
+    kept = sum(p["rows"] for p in marker["parts"])
+    assert kept == op["out"]
+    assert marker["stats"]["input_records"] == kept + sum(read["dropped"].values()) + sum(
+        op["dropped"].values()) + op["quarantined"] + read["quarantined"]
+    rejected = pq.read_table(marker["rejected"][0])
+    assert set(rejected.column("reason").to_pylist()) == {"test_no_spam:spam"}
+    assert all("the" in t.lower() for t in rejected.column("text").to_pylist())
+    for part in marker["parts"]:
+        assert not any("the" in t.lower() for t in pq.read_table(part["path"]).column("text").to_pylist())
+    # This sample has no response without a url, so nothing is quarantined by the op.
+    assert op["quarantined"] == 0 and not (tmp_path / "out" / "quarantine").exists()
+
+
+def test_a_document_whose_op_raises_is_quarantined(no_spam_op, tmp_path):
+    text = tmp_path / "note.txt"
+    text.write_text("Plain text files carry no url, so this op raises on them.\n")
+    cfg = load_config({"input": {"paths": [str(text)]}, "output": {"path": str(tmp_path / "out")},
+                       "stages": ["test_no_spam"]})
+    plan = Runner(cfg).plan()
+    spec = TaskSpec(str(tmp_path / "out"), {}, plan.phases[0], 0, cfg.input, cfg.output, splits=plan.tasks[0])
+    marker = execute_task(spec)
+    assert marker["stats"]["stages"]["1"]["quarantined"] == 1 and marker["parts"] == []
+    entries = [json.loads(line) for line in (tmp_path / "out" / "quarantine" / "phase0-task-00000.jsonl").open()]
+    assert len(entries) == 1
+    assert entries[0]["stage"] == "test_no_spam" and entries[0]["file"] == str(text)
+    assert entries[0]["error"] == "ValueError: no url to judge by" and len(entries[0]["id"]) == 32
