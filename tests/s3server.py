@@ -391,15 +391,8 @@ def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Cal
             )
         time.sleep(0.1)
 
-    stopped = False
-
-    def stop() -> None:
-        """Terminate weed (and its process group) and wait for it; idempotent."""
-        nonlocal stopped
-        if stopped:
-            return
-        stopped = True
-        atexit.unregister(stop)
+    def terminate() -> None:
+        """Terminate weed (and its process group) and wait for it."""
         try:
             _stop_process_group(proc, ports)
         finally:
@@ -407,8 +400,24 @@ def _start_weed(weed: str, workdir: Path, timeout: float) -> tuple[S3Server, Cal
 
     # weed runs in its own session, so it would outlive a test run that forgets
     # to stop it or dies of an exception; atexit covers those (not a SIGKILL).
+    stop = _once(terminate)
     atexit.register(stop)
     return S3Server(endpoint_url=endpoint, key=key, secret=secret, backend="seaweedfs"), stop
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    """`fn` made idempotent (stop may be called by the test and again at exit)."""
+    done = False
+
+    def wrapper() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            atexit.unregister(wrapper)
+            fn()
+
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
 
 
 class _WeedExited(Exception):
@@ -428,14 +437,9 @@ def _start_moto() -> tuple[S3Server, Callable[[], None]]:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    stopped = False
-
+    @_once
     def stop() -> None:
-        """Reset moto's global state, shut the HTTP server down; idempotent."""
-        nonlocal stopped
-        if stopped:
-            return
-        stopped = True
+        """Reset moto's global state, shut the HTTP server down."""
         try:
             req = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
             urllib.request.urlopen(req, timeout=10).close()
