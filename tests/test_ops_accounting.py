@@ -48,7 +48,7 @@ def test_drops_and_errors_are_accounted_in_a_task(no_spam_op, tmp_path):
                        "output": {"path": str(tmp_path / "out"), "keep_rejected": True},
                        "stages": [{"test_no_spam": {"word": "the"}}]})
     plan = Runner(cfg).plan()
-    spec = TaskSpec(str(tmp_path / "out"), {}, plan.phases[0], 0, cfg.input, cfg.output, splits=plan.tasks[0])
+    spec = TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0])
     marker = execute_task(spec)
 
     read, op = marker["stats"]["stages"]["0"], marker["stats"]["stages"]["1"]
@@ -73,7 +73,7 @@ def test_a_document_whose_op_raises_is_quarantined(no_spam_op, tmp_path):
     cfg = load_config({"input": {"paths": [str(text)]}, "output": {"path": str(tmp_path / "out")},
                        "stages": ["test_no_spam"]})
     plan = Runner(cfg).plan()
-    spec = TaskSpec(str(tmp_path / "out"), {}, plan.phases[0], 0, cfg.input, cfg.output, splits=plan.tasks[0])
+    spec = TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0])
     marker = execute_task(spec)
     assert marker["stats"]["stages"]["1"]["quarantined"] == 1 and marker["parts"] == []
     entries = [json.loads(line) for line in (tmp_path / "out" / "quarantine" / "phase0-task-00000.jsonl").open()]

@@ -27,7 +27,6 @@ class GlobalContext:
     ref: StageRef
     parts: dict[int, list[str]]  # task -> its part files, in order
     rows: dict[int, int]  # task -> number of documents in its parts
-    storage_options: dict[str, Any]
     run_tasks: Callable[[Callable, Sequence[tuple], str], list[Any]]  # (fn, args per task, label)
     decisions: list[str] = field(default_factory=list)
 

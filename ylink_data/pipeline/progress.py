@@ -15,7 +15,8 @@ class RunProgress:
         self.live = sys.stderr.isatty() if enabled is None else enabled
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[docs]:>9,} docs"), TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[files]}"), TextColumn("{task.fields[docs]:>9,} docs"),
+            TextColumn("{task.fields[rate]}"),
             TimeRemainingColumn(), console=self.console, disable=not self.live, transient=False)
         self._started: dict[int, float] = {}
         self._totals: dict[int, list] = {}
@@ -28,26 +29,28 @@ class RunProgress:
         self.progress.__exit__(*exc)
 
     def phase(self, label: str, total: int, already_done: int = 0) -> int:
-        handle = self.progress.add_task(label, total=total, completed=already_done, docs=0, rate="")
+        handle = self.progress.add_task(label, total=total, completed=already_done, docs=0, rate="", files="")
         self._started[handle] = time.perf_counter()
-        self._totals[handle] = [label, total, already_done, 0, 0]
+        self._totals[handle] = [label, total, already_done, 0, 0, 0]
         return handle
 
-    def advance(self, handle: int, docs: int = 0, nbytes: int = 0) -> None:
+    def advance(self, handle: int, docs: int = 0, nbytes: int = 0, files: int = 0) -> None:
         t = self._totals[handle]
         t[2] += 1
         t[3] += docs
         t[4] += nbytes
+        t[5] += files
         elapsed = max(time.perf_counter() - self._started[handle], 1e-9)
         rate = f"{t[4] / elapsed / 1e6:6.1f} MB/s" if t[4] else ""
-        self.progress.update(handle, advance=1, docs=t[3], rate=rate)
+        self.progress.update(handle, advance=1, docs=t[3], rate=rate, files=f"{t[5]:,} files" if t[5] else "")
 
     def finish(self, handle: int) -> None:
-        label, total, done, docs, nbytes = self._totals[handle]
+        label, total, done, docs, nbytes, files = self._totals[handle]
         elapsed = time.perf_counter() - self._started[handle]
         if not self.live:
             rate = f", {nbytes / elapsed / 1e6:.1f} MB/s" if nbytes and elapsed > 0 else ""
-            self.console.print(f"{label}: {done}/{total} tasks, {docs:,} docs in {elapsed:.1f}s{rate}",
+            read = f", {files:,} files" if files else ""
+            self.console.print(f"{label}: {done}/{total} tasks{read}, {docs:,} docs in {elapsed:.1f}s{rate}",
                                highlight=False)
 
     def note(self, message: str) -> None:

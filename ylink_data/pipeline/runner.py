@@ -63,8 +63,7 @@ class Runner:
     def __init__(self, cfg: PipelineConfig, fresh: bool = False, progress: bool | None = None):
         self.cfg = cfg
         self.fresh = fresh
-        self.out_options = cfg.storage_options(cfg.output.path)
-        self.layout = RunLayout.for_url(cfg.output.path, self.out_options)
+        self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
         self.completed_tasks = 0
         self._fail_after = int(os.environ.get(FAIL_AFTER_ENV) or 0)
@@ -173,10 +172,9 @@ class Runner:
         for t, splits in enumerate(plan.tasks):
             if t in markers:
                 continue
-            spec = TaskSpec(self.layout.url, self.out_options, phase, t, self.cfg.input, self.cfg.output)
+            spec = TaskSpec(self.cfg, phase, t)
             if phase.index == 0:
                 spec.splits = splits
-                spec.storage_options = {**self.out_options, **self._input_options(splits)}
                 spec.inline = self._inline_inputs(splits)
             else:
                 spec.parts = [p["path"] for p in previous[t]["parts"]]
@@ -190,19 +188,14 @@ class Runner:
             markers[specs[i].task] = marker
             read = marker["stats"]["stages"].get("0")
             docs = read["out"] if read else sum(p["rows"] for p in marker["parts"])
-            self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0))
+            # Files whose last split this task read: a file split into ranges counts once.
+            files = sum(1 for split in specs[i].splits if split.end is None)
+            self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
 
         self._submit_all(execute_task_remote, [(s,) for s in specs], on_done=on_done,
                          describe=lambda i: _describe_task(specs[i]))
         self.progress.finish(handle)
         return markers
-
-    def _input_options(self, splits) -> dict[str, Any]:
-        # One task reads files of one storage protocol in practice; options are merged by protocol.
-        merged: dict[str, Any] = {}
-        for split in splits:
-            merged.update(self.cfg.storage_options(split.url))
-        return merged
 
     def _inline_inputs(self, splits) -> dict[str, Any]:
         """memory:// lives in this process only: ship such inputs to the workers via Ray."""
@@ -232,7 +225,7 @@ class Runner:
             layout=self.layout, phase=phase.index, ref=phase.outgoing,
             parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
             rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
-            storage_options=self.out_options, run_tasks=self._run_helper_tasks)
+            run_tasks=self._run_helper_tasks)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self._task_completed()

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..config import InputConfig, OutputConfig
+from ..config import PipelineConfig
 from ..io.fs import atomic_write, read_json, write_json
 from ..io.parquet import ParquetFileWriter, RollingParquetWriter, WrittenFile
 from ..io.readers import Bad, Record, Skip, Split, open_split, read_split
@@ -30,12 +30,9 @@ DECISION_COLUMNS = ("task", "row", "reason")
 
 @dataclass
 class TaskSpec:
-    run_url: str
-    storage_options: dict[str, Any]
+    cfg: PipelineConfig  # storage options (credentials) travel to the worker here, never to disk
     phase: Phase
     task: int
-    input: InputConfig
-    output: OutputConfig
     splits: list[Split] = field(default_factory=list)  # phase 0
     parts: list[str] = field(default_factory=list)  # later phases: the previous phase's parts
     decisions: list[str] = field(default_factory=list)  # the incoming global op's decision files
@@ -61,21 +58,22 @@ class TaskOutput:
     def __init__(self, layout: RunLayout, spec: TaskSpec):
         self.layout, self.spec = layout, spec
         phase, task = spec.phase.index, spec.task
-        compression = spec.output.compression if spec.phase.final else "lz4"
-        self.kept = RollingParquetWriter(layout.fs, lambda k: layout.part(phase, task, k),
-                                         spec.output.shard_bytes, compression)
+        output = spec.cfg.output
+        compression = output.compression if spec.phase.final else "lz4"
+        self.kept = RollingParquetWriter(layout.fs, lambda k: layout.part(phase, task, k), output.shard_bytes,
+                                         compression)
         self.rejected: dict[int, ParquetFileWriter] = {}
         self.quarantine: list[dict[str, Any]] = []
 
     def reject(self, stage: int, table: pa.Table, reasons: list[str]) -> None:
-        if not self.spec.output.keep_rejected or table.num_rows == 0:
+        if not self.spec.cfg.output.keep_rejected or table.num_rows == 0:
             return
         table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
         table = table.append_column("reason", pa.array(reasons, pa.string()))
         if stage not in self.rejected:
             path = self.layout.rejected(self.spec.phase.index, self.spec.task).replace(
                 ".parquet", f"-stage{stage:02d}.parquet")
-            self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.output.compression)
+            self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.cfg.output.compression)
         self.rejected[stage].write(table)
 
     def close(self) -> tuple[list[WrittenFile], list[str]]:
@@ -96,7 +94,7 @@ class TaskOutput:
 
 def execute_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one task to completion and return (and persist) its completion marker."""
-    layout = RunLayout.for_url(spec.run_url, spec.storage_options)
+    layout = RunLayout.for_url(spec.cfg.output.path, spec.cfg.storage_options(spec.cfg.output.path))
     stats = TaskStats()
     out = TaskOutput(layout, spec)
     phase = spec.phase
@@ -140,8 +138,8 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
             import ray
 
             inline = ray.get(inline)
-        with open_split(split, spec.storage_options, inline) as f:
-            for item in read_split(split, f, spec.input):
+        with open_split(split, spec.cfg.storage_options(split.url), inline) as f:
+            for item in read_split(split, f, spec.cfg.input):
                 stats.input_records += 1
                 if isinstance(item, Record):
                     read.docs_in += 1
