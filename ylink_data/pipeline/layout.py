@@ -71,11 +71,19 @@ class RunLayout:
     def quarantine(self, phase: int, task: int) -> str:
         return self.path("quarantine", f"phase{phase}-task-{task:05d}.jsonl")
 
-    def rejected(self, phase: int, task: int) -> str:
-        return self.path("rejected", f"phase{phase}-task-{task:05d}.parquet")
+    def rejected(self, phase: int, task: int, stage: int) -> str:
+        # One file per stage: ops add columns, so each stage's rejects have their own schema.
+        return self.path("rejected", f"phase{phase}-task-{task:05d}-stage{stage:02d}.parquet")
 
     def exists(self, path: str) -> bool:
         return self.fs.exists(path)
+
+    def has_files(self, path: str) -> bool:
+        """True if a file lives at or under `path`. Some object stores keep listing an emptied
+        prefix as a folder for a while, so an existing folder proves nothing."""
+        if not self.fs.exists(path):
+            return False
+        return any(info.get("type") == "file" for info in self.fs.find(path, detail=True).values())
 
     def foreign_entries(self) -> list[str]:
         """Entries in the output folder that a run did not write (never deleted by --fresh)."""

@@ -130,7 +130,7 @@ class Runner:
                                 f"({', '.join(foreign[:3])}); choose an empty or new folder")
         previous = load_marker(layout, layout.run_info)
         if previous is None:
-            if layout.exists(layout.manifest) or layout.exists(layout.work()):
+            if layout.exists(layout.manifest) or layout.has_files(layout.work()):
                 if not self.fresh:
                     raise RunStateError(f"output.path {layout.url} holds a run without run.json; "
                                         "rerun with --fresh to replace it")

@@ -4,6 +4,7 @@ the quarantine, then record completion atomically. The marker is the only proof 
 a task killed half-way leaves nothing that a rerun would trust."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -63,7 +64,17 @@ class TaskOutput:
         self.kept = RollingParquetWriter(layout.fs, lambda k: layout.part(phase, task, k), output.shard_bytes,
                                          compression)
         self.rejected: dict[int, ParquetFileWriter] = {}
-        self.quarantine: list[dict[str, Any]] = []
+        self.quarantined = 0
+        self._quarantine = contextlib.ExitStack()
+        self._quarantine_file: Any = None
+
+    def quarantine(self, entry: dict[str, Any]) -> None:
+        """Streamed to quarantine/ as it comes, so a file of bad records costs no memory."""
+        if self._quarantine_file is None:
+            path = self.layout.quarantine(self.spec.phase.index, self.spec.task)
+            self._quarantine_file = self._quarantine.enter_context(atomic_write(self.layout.fs, path))
+        self._quarantine_file.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
+        self.quarantined += 1
 
     def reject(self, stage: int, table: pa.Table, reasons: list[str]) -> None:
         if not self.spec.cfg.output.keep_rejected or table.num_rows == 0:
@@ -71,22 +82,18 @@ class TaskOutput:
         table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
         table = table.append_column("reason", pa.array(reasons, pa.string()))
         if stage not in self.rejected:
-            path = self.layout.rejected(self.spec.phase.index, self.spec.task).replace(
-                ".parquet", f"-stage{stage:02d}.parquet")
+            path = self.layout.rejected(self.spec.phase.index, self.spec.task, stage)
             self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.cfg.output.compression)
         self.rejected[stage].write(table)
 
     def close(self) -> tuple[list[WrittenFile], list[str]]:
         parts = self.kept.close()
         rejected = [w.close().path for _, w in sorted(self.rejected.items())]
-        if self.quarantine:
-            path = self.layout.quarantine(self.spec.phase.index, self.spec.task)
-            with atomic_write(self.layout.fs, path) as f:
-                for entry in self.quarantine:
-                    f.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
+        self._quarantine.close()
         return parts, rejected
 
     def abort(self) -> None:
+        self._quarantine.__exit__(RuntimeError, RuntimeError("aborted"), None)
         self.kept.abort()
         for w in self.rejected.values():
             w.abort()
@@ -116,7 +123,7 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
         raise
     marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(),
               "parts": [p.to_json() for p in parts], "rejected": rejected,
-              "quarantined": len(out.quarantine)}
+              "quarantined": out.quarantined}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker
 
@@ -164,8 +171,8 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                     read.dropped[item.reason] += 1
                 elif isinstance(item, Bad):
                     read.quarantined += 1
-                    out.quarantine.append({"file": split.url, "offset": item.offset, "stage": "read",
-                                           "error": item.error})
+                    out.quarantine({"file": split.url, "offset": item.offset, "stage": "read",
+                                    "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:
         yield pa.Table.from_pydict(cols, schema=DOCUMENT_SCHEMA)
@@ -245,7 +252,7 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
             if error is not None:
                 keep[i] = False
                 stage.quarantined += 1
-                out.quarantine.append({"file": sources[i], "id": ids[i], "stage": name, "error": error})
+                out.quarantine({"file": sources[i], "id": ids[i], "stage": name, "error": error})
     if result.dropped:
         dropped_rows = [i for i, r in enumerate(result.dropped) if r is not None and keep[i]]
         if dropped_rows:
