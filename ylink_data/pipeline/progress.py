@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 class RunProgress:
     def __init__(self, enabled: bool | None = None):
-        self.console = Console(stderr=True)
+        self.console = Console(stderr=True, soft_wrap=True)  # log lines stay whole in files and CI
         self.live = sys.stderr.isatty() if enabled is None else enabled
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

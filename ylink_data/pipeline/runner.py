@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from .. import __version__
 from ..config import PipelineConfig, load_config
 from ..errors import RunStateError, YlinkError
-from ..io.fs import InputFile, expand_paths, read_json, write_json
+from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json
 from ..io.readers import group_splits, plan_splits
 from ..stages import op_class
 from .global_phase import GlobalContext
@@ -77,6 +77,7 @@ class Runner:
             return done
         write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
         ensure_ray(self.cfg.ray)
+        self._warn_if_output_is_node_local()
         with self.progress:
             markers: dict[int, dict[int, dict]] = {}
             decisions: list[str] = []
@@ -159,6 +160,14 @@ class Runner:
                 "fingerprinted": plan.fingerprinted, "config": config, "tasks": len(plan.tasks),
                 "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "ylink_version": __version__}
+
+    def _warn_if_output_is_node_local(self) -> None:
+        import ray
+
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        if len(nodes) > 1 and is_local(self.layout.fs):
+            self.progress.note(f"warning: output.path {self.layout.url} is a local path and this Ray cluster has "
+                               f"{len(nodes)} nodes: every node must see it (a shared file system), or use s3://...")
 
     def _clean_work(self) -> None:
         if self.layout.exists(self.layout.work()):
