@@ -55,5 +55,5 @@ def _documents_of_files(path: str) -> Iterator[dict[str, Any]]:
         with open_split(split, {}) as f:
             for item in read_split(split, f, cfg):
                 if isinstance(item, Record):
-                    yield {"id": f"{split.url}@{item.offset}", "url": item.url, "text": item.text,
+                    yield {"id": f"{split.url}@{item.offset}", "url": item.url, "text": item.decoded(),
                            "source": split.url, "metadata": json.dumps(item.metadata)}

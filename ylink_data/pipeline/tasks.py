@@ -162,7 +162,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                     text_bytes += len(item.text)
                     if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
                         read.seconds += time.perf_counter() - started
-                        yield pa.Table.from_pydict(cols, schema=DOCUMENT_SCHEMA)
+                        yield _document_table(cols)
                         started = time.perf_counter()
                         cols = {name: [] for name in DOCUMENT_SCHEMA.names}
                         text_bytes = 0
@@ -175,7 +175,16 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                                     "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:
-        yield pa.Table.from_pydict(cols, schema=DOCUMENT_SCHEMA)
+        yield _document_table(cols)
+
+
+def _document_table(cols: dict[str, list]) -> pa.Table:
+    texts = cols["text"]
+    if any(isinstance(t, bytes) for t in texts):
+        # Readers hand UTF-8 pages over as validated bytes: build the column from them directly.
+        raw = pa.array([t if isinstance(t, bytes) else t.encode() for t in texts], pa.large_binary())
+        cols = {**cols, "text": raw.view(pa.large_string())}
+    return pa.Table.from_pydict(cols, schema=DOCUMENT_SCHEMA)
 
 
 def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:

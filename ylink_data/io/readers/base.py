@@ -29,9 +29,12 @@ class Split:
 @dataclass(slots=True)
 class Record:
     offset: int
-    text: str
+    text: str | bytes  # bytes only when valid UTF-8 (see charset.html_text); `decoded()` for a str
     url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def decoded(self) -> str:
+        return self.text.decode("utf-8") if isinstance(self.text, bytes) else self.text
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ try:
 except ImportError:  # pragma: no cover - a core dependency; warcio alone still reads everything
     FastArchiveIterator = None
 
-from ..charset import decode_html
+from ..charset import html_text
 from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -147,7 +147,7 @@ def _to_item(offset: int, rtype: str, header, status: int | None, content_type: 
         return Skip(offset, "not_html")
     if not body.strip():
         return Skip(offset, "empty")
-    text, encoding = decode_html(body, content_type)
+    text, encoding = html_text(body, content_type)
     meta["content_type"] = content_type.split(";")[0].strip() or "text/html"
     meta["charset"] = encoding
     return Record(offset, text, url, meta)
