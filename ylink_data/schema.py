@@ -23,8 +23,6 @@ DOCUMENT_SCHEMA = pa.schema(
     ]
 )
 
-CORE_COLUMNS = tuple(DOCUMENT_SCHEMA.names)
-
 # Columns whose names start with this prefix are internal to a run (e.g. a global op's key) and
 # are never written to the published shards.
 INTERNAL_PREFIX = "__"
@@ -34,12 +32,3 @@ def document_id(source: str, offset: int) -> str:
     """A stable 32-hex-digit id for the record at `offset` (byte or row position) of `source`."""
     return hashlib.blake2b(f"{source}\x00{offset}".encode(), digest_size=16).hexdigest()
 
-
-def empty_table() -> pa.Table:
-    return DOCUMENT_SCHEMA.empty_table()
-
-
-def public_columns(table: pa.Table) -> pa.Table:
-    """Drop the run-internal columns before publishing or handing a table to a user."""
-    internal = [n for n in table.column_names if n.startswith(INTERNAL_PREFIX)]
-    return table.drop_columns(internal) if internal else table

@@ -10,7 +10,6 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..config import InputConfig
-from ..errors import InputError
 from ..io.fs import expand_paths, filesystem, join
 from ..io.readers import Record, open_split, plan_splits, read_split
 
@@ -47,11 +46,7 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
 def _documents_of_files(path: str) -> Iterator[dict[str, Any]]:
     cfg = InputConfig(paths=[path])
     files = expand_paths([path], lambda _: {})
-    try:
-        splits = plan_splits(files, cfg, lambda _: {})
-    except InputError:
-        raise
-    for split in splits:
+    for split in plan_splits(files, cfg, lambda _: {}):
         with open_split(split, {}) as f:
             for item in read_split(split, f, cfg):
                 if isinstance(item, Record):

@@ -53,9 +53,6 @@ class Op:
     def setup(self) -> None:
         """Load what is expensive (models, tables) once per worker process, before the first batch."""
 
-    def describe(self) -> str:
-        return self.name
-
 
 class MapOp(Op):
     """An op applied batch by batch, independently per task."""
