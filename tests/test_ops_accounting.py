@@ -11,7 +11,7 @@ import pytest
 from ylink_data.config import load_config
 from ylink_data.pipeline.runner import Runner
 from ylink_data.pipeline.tasks import TaskSpec, execute_task
-from ylink_data.stages import REGISTRY, DocumentFilter, op_class, validate_stages
+from ylink_data.stages import REGISTRY, DocumentFilter, DocumentMapper, op_class, validate_stages
 
 from .conftest import SAMPLES
 
@@ -80,3 +80,53 @@ def test_a_document_whose_op_raises_is_quarantined(no_spam_op, tmp_path):
     assert len(entries) == 1
     assert entries[0]["stage"] == "test_no_spam" and entries[0]["file"] == str(text)
     assert entries[0]["error"] == "ValueError: no url to judge by" and len(entries[0]["id"]) == 32
+
+
+class _Shout(DocumentMapper):
+    """Test op: upper-cases text, tags the language; drops empty pages; dawdles on one page."""
+
+    name = "test_shout"
+
+    def __init__(self, slow_word: str = "", time_limit_s: float = 0.5):
+        self.slow_word = slow_word
+        self.time_limit_s = time_limit_s
+
+    def map(self, doc):
+        if self.slow_word and self.slow_word in doc.text:
+            while True:  # a pathological document: only the time limit ends this
+                pass
+        if len(doc.text) < 16000:
+            return "short"
+        doc.text = doc.text.upper()
+        doc.lang, doc.lang_score = "xx", 0.5
+        doc.metadata["shouted"] = True
+        return doc
+
+
+@pytest.fixture
+def shout_op():
+    op_class("exact_dedup")
+    REGISTRY[_Shout.name] = _Shout
+    yield _Shout
+    del REGISTRY[_Shout.name]
+
+
+def test_a_mapper_changes_documents_and_a_slow_one_is_quarantined_as_timeout(shout_op, tmp_path):
+    cfg = load_config({"input": {"paths": [str(SAMPLES / "CC-MAIN-2020-34-excerpt.warc.gz")]},
+                       "output": {"path": str(tmp_path / "out"), "keep_rejected": True},
+                       "stages": [{"test_shout": {"slow_word": "baidu", "time_limit_s": 0.2}}]})
+    plan = Runner(cfg).plan()
+    marker = execute_task(TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0]))
+    op = marker["stats"]["stages"]["1"]
+    entries = [json.loads(line) for line in (tmp_path / "out" / "quarantine" / "phase0-task-00000.jsonl").open()]
+    assert op["quarantined"] == len(entries) >= 1
+    assert {e["reason"] for e in entries} == {"timeout"} and op["counters"]["quarantined_timeout"] == len(entries)
+    assert all(e["error"] == "timeout: over the 0.2 s time limit" for e in entries)
+    kept = pq.read_table(marker["parts"][0]["path"])
+    assert kept.num_rows == op["out"] > 0
+    assert all(t == t.upper() for t in kept.column("text").to_pylist())
+    assert set(kept.column("lang").to_pylist()) == {"xx"}
+    assert all(json.loads(m)["shouted"] for m in kept.column("metadata").to_pylist())
+    rejected = pq.read_table(marker["rejected"][0])
+    assert set(rejected.column("reason").to_pylist()) == {"test_shout:short"}
+    assert all(len(t) < 16000 for t in rejected.column("text").to_pylist())

@@ -31,6 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chars", type=int, default=400, help="characters of text to show per document")
     p.set_defaults(func=_inspect)
 
+    p = sub.add_parser("extract", help="HTML (a file or stdin) -> its main text, with the default extractor")
+    p.add_argument("file", nargs="?", default="-", help="HTML file, or - for stdin (default)")
+    p.add_argument("--url", help="the page's URL (helps some extractors)")
+    p.add_argument("--extractor", help="extractor to use instead of the pipeline default")
+    p.set_defaults(func=_extract)
+
+    p = sub.add_parser("langid", help="for each input line, print LANG<TAB>SCORE (ISO 639-1)")
+    p.add_argument("file", nargs="?", default="-", help="text file, or - for stdin (default)")
+    p.set_defaults(func=_langid)
+
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
@@ -76,3 +86,15 @@ def _inspect(args: argparse.Namespace) -> int:
 
     inspect_path(args.path, limit=args.limit, chars=args.chars)
     return 0
+
+
+def _extract(args: argparse.Namespace) -> int:
+    from .extract import run_extract
+
+    return run_extract(args)
+
+
+def _langid(args: argparse.Namespace) -> int:
+    from .langid import run_langid
+
+    return run_langid(args)

@@ -172,7 +172,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                 elif isinstance(item, Bad):
                     read.quarantined += 1
                     out.quarantine({"file": split.url, "offset": item.offset, "stage": "read",
-                                    "error": item.error})
+                                    "reason": "unreadable", "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:
         yield _document_table(cols)
@@ -261,7 +261,9 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
             if error is not None:
                 keep[i] = False
                 stage.quarantined += 1
-                out.quarantine({"file": sources[i], "id": ids[i], "stage": name, "error": error})
+                reason = "timeout" if error.startswith("timeout") else "error"
+                stage.counters[f"quarantined_{reason}"] += 1
+                out.quarantine({"file": sources[i], "id": ids[i], "stage": name, "reason": reason, "error": error})
     if result.dropped:
         dropped_rows = [i for i, r in enumerate(result.dropped) if r is not None and keep[i]]
         if dropped_rows:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import typing
 from typing import Any
 
@@ -14,12 +15,11 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from ..config import did_you_mean, format_loc
 from ..errors import ConfigError
-from .base import BatchResult, Document, DocumentFilter, GlobalOp, MapOp, Op
+from .base import BatchResult, Document, DocumentFilter, DocumentMapper, GlobalOp, MapOp, Op
 
 REGISTRY: dict[str, type[Op]] = {}
 
-# Modules holding ops; importing them fills REGISTRY. One module per op family.
-_OP_MODULES = ("exact_dedup",)
+_NOT_OPS = {"base"}  # modules of this package that hold no ops
 
 
 def register(cls: type[Op]) -> type[Op]:
@@ -30,8 +30,10 @@ def register(cls: type[Op]) -> type[Op]:
 
 
 def _load_ops() -> None:
-    for module in _OP_MODULES:
-        importlib.import_module(f"{__name__}.{module}")
+    """Import every module of this package: each registers its ops (one module per op family)."""
+    for module in pkgutil.iter_modules(__path__):
+        if module.name not in _NOT_OPS:
+            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def op_class(name: str) -> type[Op]:
@@ -99,4 +101,4 @@ def build_op(name: str, params: dict[str, Any]) -> Op:
 
 
 __all__ = ["REGISTRY", "register", "op_class", "validate_stages", "build_op", "Op", "MapOp",
-           "DocumentFilter", "GlobalOp", "BatchResult", "Document"]
+           "DocumentFilter", "DocumentMapper", "GlobalOp", "BatchResult", "Document"]

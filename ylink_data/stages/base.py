@@ -1,9 +1,11 @@
 """What an op is. An op is a small class named in YAML; its constructor arguments are its
 parameters (type-hinted, with defaults), validated from the config before any work starts.
 
-Three shapes cover every op:
+Four shapes cover every op:
 - `DocumentFilter`: implement `filter(doc) -> bool | str`; returning False or a reason drops the
   document, and the runner does the counting, the `rejected/` writing and the error quarantine.
+- `DocumentMapper`: implement `map(doc) -> Document | str | None` to change documents one at a
+  time (text, lang, metadata); a str or None drops the document, as for filters.
 - `MapOp`: implement `process(table) -> BatchResult` to work on a whole Arrow batch at once
   (vectorised transforms, ops that add columns, filters that are faster column-wise).
 - `GlobalOp`: needs to see the whole corpus (deduplication). It computes per-document keys in the
@@ -11,7 +13,10 @@ Three shapes cover every op:
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,7 +42,8 @@ class Document:
 @dataclass
 class BatchResult:
     """An op's verdict on a batch: `table` has the same rows as the input (columns may be changed or
-    added); `dropped[i]` is a reason to drop row i (None keeps it); `errors[i]` quarantines row i."""
+    added); `dropped[i]` is a reason to drop row i (None keeps it); `errors[i]` quarantines row i
+    (a message starting with "timeout" is quarantined with reason `timeout`, others with `error`)."""
 
     table: pa.Table
     dropped: list[str | None] | None = None
@@ -61,7 +67,59 @@ class MapOp(Op):
         raise NotImplementedError
 
 
-class DocumentFilter(MapOp):
+class DocumentTimeout(Exception):
+    """One document took longer than its op's time limit."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise DocumentTimeout in this thread after `seconds` (SIGALRM; main thread only, which is
+    where Ray runs tasks). A pathological page costs at most this long, not a stalled task."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _expired(signum, frame):
+        raise DocumentTimeout(f"timeout: over the {seconds:g} s time limit")
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _PerDocument(MapOp):
+    """Runs a per-document method over a batch: verdicts, errors and time limits, in one place."""
+
+    time_limit_s: float | None = None  # per document; subclasses set it from a parameter
+
+    def _each(self, table: pa.Table, fn) -> tuple[list[Document], list[Any], list[str | None]]:
+        docs = documents(table)
+        verdicts: list[Any] = []
+        errors: list[str | None] = []
+        for doc in docs:
+            try:
+                with time_limit(self.time_limit_s):
+                    verdicts.append(fn(doc))
+                errors.append(None)
+            except DocumentTimeout as exc:
+                verdicts.append(True)
+                errors.append(str(exc))
+            except Exception as exc:  # one bad document must not stop the task: quarantine it
+                verdicts.append(True)
+                errors.append(f"{type(exc).__name__}: {exc}")
+        return docs, verdicts, errors
+
+    def _reason(self, verdict: Any) -> str | None:
+        if verdict is None or verdict is False:
+            return self.name
+        return f"{self.name}:{verdict}" if isinstance(verdict, str) else None
+
+
+class DocumentFilter(_PerDocument):
     """A filter written one document at a time. `filter` returns True to keep the document, or
     False / a reason string to drop it; the reason is reported as `<op name>:<reason>`."""
 
@@ -69,23 +127,24 @@ class DocumentFilter(MapOp):
         raise NotImplementedError
 
     def process(self, table: pa.Table) -> BatchResult:
-        dropped: list[str | None] = []
-        errors: list[str | None] = []
-        for doc in documents(table):
-            try:
-                verdict = self.filter(doc)
-            except Exception as exc:  # one bad document must not stop the task: quarantine it
-                dropped.append(None)
-                errors.append(f"{type(exc).__name__}: {exc}")
-                continue
-            errors.append(None)
-            if verdict is True:
-                dropped.append(None)
-            elif verdict is False or verdict is None:
-                dropped.append(self.name)
-            else:
-                dropped.append(f"{self.name}:{verdict}")
+        _, verdicts, errors = self._each(table, self.filter)
+        dropped = [self._reason(v) for v in verdicts]
         return BatchResult(table, dropped=dropped, errors=errors if any(errors) else None)
+
+
+class DocumentMapper(_PerDocument):
+    """A transform written one document at a time. `map` returns the document to keep (changed in
+    place or new), or a reason string / None to drop it. Changes to text, url, lang, lang_score
+    and metadata are written back to the batch."""
+
+    def map(self, doc: Document) -> Document | str | None:
+        raise NotImplementedError
+
+    def process(self, table: pa.Table) -> BatchResult:
+        docs, verdicts, errors = self._each(table, self.map)
+        out = [v if isinstance(v, Document) else d for v, d in zip(verdicts, docs)]
+        dropped = [None if isinstance(v, Document) else self._reason(v) for v in verdicts]
+        return BatchResult(with_documents(table, out), dropped=dropped, errors=errors if any(errors) else None)
 
 
 class GlobalOp(Op):
@@ -117,3 +176,18 @@ def documents(table: pa.Table) -> list[Document]:
         )
         for i in range(n)
     ]
+
+
+_WRITABLE = ("text", "url", "lang", "lang_score", "metadata")
+
+
+def with_documents(table: pa.Table, docs: list[Document]) -> pa.Table:
+    """`table` with the writable fields of `docs` (one per row) written back."""
+    for name in _WRITABLE:
+        values = [getattr(d, name) for d in docs]
+        if name == "metadata":
+            values = [json.dumps(v, ensure_ascii=False, default=str) if v else None for v in values]
+        index = table.schema.get_field_index(name)
+        array = pa.array(values, table.schema.field(name).type)
+        table = table.set_column(index, name, array)
+    return table
