@@ -146,3 +146,14 @@ def test_bundled_presets_are_valid_includes(tmp_path, monkeypatch):
     assert load_config(QUICKSTART, ["ray.address=auto"]).ray.address == "auto"
     cluster = yaml.safe_load((REPO / "configs/cluster/ray-cluster.yaml").read_text())
     assert cluster == {"ray": {"address": "auto"}}
+
+
+def test_importing_one_op_module_first_does_not_hide_the_others():
+    import subprocess
+    import sys
+
+    code = ("import ylink_data.stages.exact_dedup; from ylink_data.stages import validate_stages; "
+            "print(sorted(n for n, _ in validate_stages(['exact_dedup', 'langid', 'normalize'])))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['exact_dedup', 'langid', 'normalize']"

@@ -29,21 +29,29 @@ def register(cls: type[Op]) -> type[Op]:
     return cls
 
 
+_loaded = False
+
+
 def _load_ops() -> None:
-    """Import every module of this package: each registers its ops (one module per op family)."""
+    """Import every module of this package once: each registers its ops (one module per op family).
+    A flag, not an empty registry, says it happened: importing one op module first must not hide
+    the others."""
+    global _loaded
+    if _loaded:
+        return
     for module in pkgutil.iter_modules(__path__):
         if module.name not in _NOT_OPS:
             importlib.import_module(f"{__name__}.{module.name}")
+    _loaded = True
 
 
 def op_class(name: str) -> type[Op]:
-    if not REGISTRY:
-        _load_ops()
+    _load_ops()
     return REGISTRY[name]
 
 
 def _params_model(cls: type[Op]) -> Any:
-    hints = typing.get_type_hints(cls.__init__)
+    hints = typing.get_type_hints(cls.__init__, include_extras=True)  # keep Annotated[..., Field(ge=0)]
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(cls.__init__).parameters.items():
         if pname == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -55,8 +63,7 @@ def _params_model(cls: type[Op]) -> Any:
 
 def validate_stages(stages: list[Any], source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Check every `- op_name: {params}` item; return [(op name, validated params)]."""
-    if not REGISTRY:
-        _load_ops()
+    _load_ops()
     problems: list[str] = []
     ops: list[tuple[str, dict[str, Any]]] = []
     for i, item in enumerate(stages):
