@@ -47,7 +47,7 @@ def test_accounting_invariant_holds(quickstart_run):
     dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
     assert stats["input_records"] == stats["output_records"] + dropped + stats["quarantined"]
     names = [s["name"] for s in stats["stages"]]
-    assert names == ["read", "exact_dedup"]
+    assert names == ["read", "extract", "normalize", "langid", "exact_dedup"]
     read = stats["stages"][0]
     # WARC requests, metadata and warcinfo records are accounted for, not silently skipped.
     assert read["dropped"]["warc_request"] > 0 and read["dropped"]["warc_metadata"] > 0
@@ -56,17 +56,24 @@ def test_accounting_invariant_holds(quickstart_run):
 
 
 def test_documents_follow_the_schema_with_english_and_chinese(quickstart_run):
-    out, _ = quickstart_run
+    out, stats = quickstart_run
     table = ylink_data.open_run(str(out)).to_arrow()
     for column in ("id", "text", "url", "source", "lang", "lang_score", "metadata"):
         assert column in table.column_names
-    texts = table.column("text").to_pylist()
-    chinese = [t for t in texts if len(CJK.findall(t)) > 200]
-    english = [t for t in texts if " the " in t and len(CJK.findall(t)) < 10]
-    assert len(chinese) >= 5 and len(english) >= 30
+    langs = table.column("lang").to_pylist()
+    assert set(langs) == {"en", "zh"} and langs.count("en") >= 30 and langs.count("zh") >= 5
+    assert min(table.column("lang_score").to_pylist()) >= 0.5
+    for text, lang in zip(table.column("text").to_pylist(), langs):
+        assert "<html" not in text.lower() and "<div" not in text.lower()  # main text, not markup
+        if lang == "zh":
+            assert len(CJK.findall(text)) > 0.3 * len(text.replace(" ", ""))
+    dropped = {s["name"]: s["dropped"] for s in stats["stages"]}
+    assert dropped["langid"].get("langid:language", 0) > 0  # other languages are in the crawl
     ids = table.column("id").to_pylist()
     assert len(set(ids)) == len(ids)
-    assert all(json.loads(m)["warc_record_id"] for m in table.column("metadata").to_pylist())
+    metadata = [json.loads(m) for m in table.column("metadata").to_pylist()]
+    assert all(m["warc_record_id"] for m in metadata)
+    assert {m.get("extractor") for m in metadata if m["content_type"] != "text/plain"} <= {"hybrid", "hybrid:trafilatura"}
 
 
 def test_ids_and_rows_are_stable_across_runs(quickstart_run, tmp_path):
@@ -85,7 +92,7 @@ def test_exact_duplicates_across_files_are_dropped_keeping_the_first(quickstart_
     texts = run.to_arrow().column("text").to_pylist()
     assert len(set(texts)) == len(texts)
     rejected = run.rejected("exact_dedup")
-    assert rejected.num_rows == stats["stages"][1]["dropped"].get("exact_dedup", 0) >= 1
+    assert rejected.num_rows == stats["stages"][-1]["dropped"].get("exact_dedup", 0) >= 1
     kept = set(texts)
     assert all(t in kept for t in rejected.column("text").to_pylist())
 
@@ -96,7 +103,7 @@ def test_completed_run_is_not_redone_and_changed_config_is_refused(quickstart_ru
     _, again = ylink_data.run(quickstart_config(out))
     assert again == stats and (out / "manifest.json").read_bytes() == manifest_before
     with pytest.raises(RunStateError, match=r"different configuration .*stages.*--fresh"):
-        ylink_data.run(quickstart_config(out, output__keep_rejected=True) | {"stages": []})
+        ylink_data.run(quickstart_config(out) | {"stages": ["extract"]})
 
 
 def test_fresh_replaces_a_run_of_another_config(ray_session, tmp_path):

@@ -37,6 +37,7 @@ def test_s3_in_s3_out_equals_local(ray_session, s3, tmp_path):
     local = tmp_path / "local"
     cfg = quickstart_config(local)
     cfg["input"]["paths"] = [str(SAMPLES / "*.warc.gz")]
+    cfg["stages"] = _s3_config(s3, "unused")["stages"]
     ylink_data.run(cfg)
 
     url, stats = ylink_data.run(_s3_config(s3, "s3://corpus-out/run1", split_bytes=100_000))

@@ -67,8 +67,9 @@ class MapOp(Op):
         raise NotImplementedError
 
 
-class DocumentTimeout(Exception):
-    """One document took longer than its op's time limit."""
+class DocumentTimeout(BaseException):
+    """One document took longer than its op's time limit. A BaseException, like KeyboardInterrupt,
+    so that a library's broad `except Exception` cannot swallow it and run on past the limit."""
 
 
 @contextlib.contextmanager
