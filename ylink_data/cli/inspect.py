@@ -24,7 +24,7 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
         stats = run.stats
         console.print(f"[bold]{path}[/]: {stats['output_records']:,} documents kept of "
                       f"{stats['input_records']:,} input records, {stats['quarantined']:,} quarantined, "
-                      f"{len(run.manifest['shards'])} shard(s)")
+                      f"{len(run.manifest['shards'])} shard(s)", soft_wrap=True)
         docs: Iterator[dict[str, Any]] = iter(run.to_arrow().slice(0, limit).to_pylist())
     else:
         docs = _documents_of_files(path)
@@ -32,13 +32,17 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
     for doc in itertools.islice(docs, limit):
         shown += 1
         text = doc.get("text") or ""
-        body = Text(text[:chars] + (" …" if len(text) > chars else ""))
-        facts = [f"{k}={doc[k]}" for k in ("lang", "lang_score", "source") if doc.get(k) is not None]
-        extra = [f"{k}={v}" for k, v in doc.items()
-                 if k not in ("id", "text", "url", "lang", "lang_score", "source", "metadata") and v is not None]
+        facts = [f"{k}={doc[k]}" for k in ("lang", "source") if doc.get(k) is not None]
+        if doc.get("lang_score") is not None:
+            facts.insert(1, f"lang_score={doc['lang_score']:.2f}")
+        facts += [f"{k}={v}" for k, v in doc.items()
+                  if k not in ("id", "text", "url", "lang", "lang_score", "source", "metadata") and v is not None]
+        facts.append(f"{len(text):,} chars")
+        # Facts go in the body, where they wrap: a subtitle would be cut at the terminal's width.
+        body = Text("  ".join(facts) + "\n\n", style="dim")
+        body.append(text[:chars] + (" …" if len(text) > chars else ""))
         title = f"{doc.get('id') or ''}  {doc.get('url') or ''}".strip()
-        console.print(Panel(body, title=title, title_align="left",
-                            subtitle="  ".join(facts + extra + [f"{len(text):,} chars"]), subtitle_align="left"))
+        console.print(Panel(body, title=title, title_align="left"))
     if not shown:
         console.print("no documents")
 
