@@ -92,12 +92,14 @@ def time_limit(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
-class _PerDocument(MapOp):
-    """Runs a per-document method over a batch: verdicts, errors and time limits, in one place."""
+class PerDocumentOp(MapOp):
+    """Base of ops that look at one document at a time: `each_document` runs a method over a batch
+    with the time limit and error quarantine in one place (DocumentFilter, DocumentMapper and ops
+    that measure documents build on it)."""
 
     time_limit_s: float | None = None  # per document; subclasses set it from a parameter
 
-    def _each(self, table: pa.Table, fn) -> tuple[list[Document], list[Any], list[str | None]]:
+    def each_document(self, table: pa.Table, fn) -> tuple[list[Document], list[Any], list[str | None]]:
         docs = documents(table)
         verdicts: list[Any] = []
         errors: list[str | None] = []
@@ -120,7 +122,7 @@ class _PerDocument(MapOp):
         return f"{self.name}:{verdict}" if isinstance(verdict, str) else None
 
 
-class DocumentFilter(_PerDocument):
+class DocumentFilter(PerDocumentOp):
     """A filter written one document at a time. `filter` returns True to keep the document, or
     False / a reason string to drop it; the reason is reported as `<op name>:<reason>`."""
 
@@ -128,12 +130,12 @@ class DocumentFilter(_PerDocument):
         raise NotImplementedError
 
     def process(self, table: pa.Table) -> BatchResult:
-        _, verdicts, errors = self._each(table, self.filter)
+        _, verdicts, errors = self.each_document(table, self.filter)
         dropped = [self._reason(v) for v in verdicts]
         return BatchResult(table, dropped=dropped, errors=errors if any(errors) else None)
 
 
-class DocumentMapper(_PerDocument):
+class DocumentMapper(PerDocumentOp):
     """A transform written one document at a time. `map` returns the document to keep (changed in
     place or new), or a reason string / None to drop it. Changes to text, url, lang, lang_score
     and metadata are written back to the batch."""
@@ -142,7 +144,7 @@ class DocumentMapper(_PerDocument):
         raise NotImplementedError
 
     def process(self, table: pa.Table) -> BatchResult:
-        docs, verdicts, errors = self._each(table, self.map)
+        docs, verdicts, errors = self.each_document(table, self.map)
         out = [v if isinstance(v, Document) else d for v, d in zip(verdicts, docs)]
         dropped = [None if isinstance(v, Document) else self._reason(v) for v in verdicts]
         return BatchResult(with_documents(table, out), dropped=dropped, errors=errors if any(errors) else None)
