@@ -34,13 +34,14 @@ ZH_QUALITY = {"min_avg_word_length": 1.2, "max_avg_word_length": 3.0}
 Language = Literal["en", "zh", "auto"]
 
 
-class _Measured(PerDocumentOp):
+class MeasuredOp(PerDocumentOp):
     """Measures each document, then drops on the first failed rule, or writes the measures as columns."""
 
     name = ""
     annotate = False
     language: str = "en"
     columns: dict[str, pa.DataType] = {}
+    column_prefix = "gopher_"  # annotate mode writes `<column_prefix><measure>` columns
 
     def measure(self, text: str, lang: str) -> dict[str, float]:
         raise NotImplementedError
@@ -73,7 +74,7 @@ class _Measured(PerDocumentOp):
         if self.annotate:
             for key, dtype in self.columns.items():
                 values = [r[1][key] if isinstance(r, tuple) else None for r in results]
-                table = table.append_column(f"gopher_{key}", pa.array(values, dtype))
+                table = table.append_column(f"{self.column_prefix}{key}", pa.array(values, dtype))
             return BatchResult(table, errors=errors_or_none)
         dropped = [self.verdict(*r) if isinstance(r, tuple) else None for r in results]
         return BatchResult(table, dropped=dropped if any(dropped) else None, errors=errors_or_none)
@@ -84,7 +85,7 @@ def _ratio(part: float, whole: float) -> float:
 
 
 @register
-class GopherQuality(_Measured):
+class GopherQuality(MeasuredOp):
     """Gopher's quality rules, checked in this order (reason: rule):
     `word_count` (words that are not punctuation, within [min_doc_words, max_doc_words]),
     `mean_word_length` (their mean length in characters), `symbol_ratio` ("#", then "..." and "…",
@@ -201,7 +202,7 @@ def _duplicate_ngram_chars(tokens: list[str], n: int) -> int:
 
 
 @register
-class GopherRepetition(_Measured):
+class GopherRepetition(MeasuredOp):
     """Gopher's repetition rules, in this order (reason: rule): `dup_para_frac` and
     `dup_para_char_frac` (paragraphs that repeat an earlier one, by count and by characters),
     `dup_line_frac` and `dup_line_char_frac` (the same for lines), `top_<n>_gram` (characters

@@ -1,0 +1,84 @@
+"""fineweb_quality: FineWeb's own heuristic rules (Penedo et al. 2024, section 3.3 and appendix),
+with datatrove's FineWebQualityFilter defaults, for English and Chinese.
+
+Measures (lines: the text split on "\\n", empty ones included, as datatrove does), checked in this
+order (reason: drop when):
+`line_punct_ratio`: share of lines ending with terminal punctuation is at most line_punct_thr (0.12);
+`short_line_ratio`: share of lines of at most short_line_length (30) characters is at least
+short_line_thr (0.67); `char_dup_ratio`: characters in non-empty lines that repeat an earlier line,
+over all characters except newlines, is at least char_duplicates_ratio (0.01); `list_ratio`:
+newlines per word token is above new_line_ratio (0.3). Bounds are inclusive where datatrove's are
+(the first three), so decisions agree at the boundary too.
+
+Chinese (`zh` units): terminal punctuation adds 。！？ and closing quotes and brackets; a short line is
+at most zh_short_line_length characters (10, ours: FineWeb's 30 characters are about 5 English
+words, 5-6 words incl. spaces; THUCNews' median jieba word is 1.86 characters, so 5-6 Chinese words
+are about 10 characters); `list_ratio` counts jieba words. The ratios are fractions of lines or
+characters, so their thresholds carry over.
+
+`annotate: true` drops nothing and writes `fineweb_<measure>` columns.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..transform import units
+from . import register
+from .gopher import Language, MeasuredOp, Rule, _duplicates, _ratio
+
+EN_STOP_CHARS = (".", "'", '"', "!", "?")  # datatrove's stop_chars
+ZH_STOP_CHARS = EN_STOP_CHARS + ("。", "！", "？", "”", "’", "」", "』", "）", "》", "．", "…")
+
+
+@register
+class FineWebQuality(MeasuredOp):
+    """FineWeb's rules (see the module docstring); defaults are datatrove's."""
+
+    name = "fineweb_quality"
+    column_prefix = "fineweb_"
+    columns = {"line_punct_ratio": pa.float64(), "short_line_ratio": pa.float64(),
+               "char_dup_ratio": pa.float64(), "list_ratio": pa.float64()}
+    # Rules whose bound itself fails (datatrove: ratio <= thr, ratio >= thr, ratio >= thr).
+    INCLUSIVE = frozenset({"line_punct_ratio", "short_line_ratio", "char_dup_ratio"})
+
+    def __init__(self, language: Language = "en", annotate: bool = False,
+                 line_punct_thr: float | None = 0.12, line_punct_exclude_zero: bool = False,
+                 short_line_thr: float | None = 0.67, short_line_length: int = 30,
+                 zh_short_line_length: int = 10, char_duplicates_ratio: float | None = 0.01,
+                 new_line_ratio: float | None = 0.3, time_limit_s: float | None = 60.0):
+        self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
+        self.line_punct_exclude_zero = line_punct_exclude_zero
+        self.short = {"en": short_line_length, "zh": zh_short_line_length}
+        self._rules: list[Rule] = [
+            ("line_punct_ratio", "line_punct_ratio", line_punct_thr, None),
+            ("short_line_ratio", "short_line_ratio", None, short_line_thr),
+            ("char_dup_ratio", "char_dup_ratio", None, char_duplicates_ratio),
+            ("list_ratio", "list_ratio", None, new_line_ratio),
+        ]
+
+    def rules(self, lang: str) -> list[Rule]:
+        return self._rules
+
+    def verdict(self, lang: str, values: dict[str, float]) -> str | None:
+        for reason, key, low, high in self._rules:
+            value, inclusive = values[key], key in self.INCLUSIVE
+            if key == "line_punct_ratio" and value == 0 and self.line_punct_exclude_zero:
+                continue
+            if low is not None and (value <= low if inclusive else value < low):
+                return f"{self.name}:{reason}"
+            if high is not None and (value >= high if inclusive else value > high):
+                return f"{self.name}:{reason}"
+        return None
+
+    def measure(self, text: str, lang: str) -> dict[str, float]:
+        lines = text.split("\n")
+        stops = ZH_STOP_CHARS if lang == units.CHINESE else EN_STOP_CHARS
+        short = self.short[lang]
+        dup_chars = _duplicates([line for line in lines if line.strip()])[1]
+        return {
+            "line_punct_ratio": _ratio(sum(line.endswith(stops) for line in lines), len(lines)),
+            "short_line_ratio": _ratio(sum(len(line) <= short for line in lines), len(lines)),
+            "char_dup_ratio": _ratio(dup_chars, len(text) - text.count("\n")),
+            "list_ratio": _ratio(text.count("\n"), len(units.words(text, lang))),
+        }
+
