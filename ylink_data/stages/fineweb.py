@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from ..transform import units
 from . import register
-from .gopher import Language, MeasuredOp, Rule, _duplicates, _ratio
+from .gopher import Language, MeasuredOp, Rule, duplicates, ratio
 
 EN_STOP_CHARS = (".", "'", '"', "!", "?")  # datatrove's stop_chars
 ZH_STOP_CHARS = EN_STOP_CHARS + ("。", "！", "？", "”", "’", "」", "』", "）", "》", "．", "…")
@@ -74,11 +74,11 @@ class FineWebQuality(MeasuredOp):
         lines = text.split("\n")
         stops = ZH_STOP_CHARS if lang == units.CHINESE else EN_STOP_CHARS
         short = self.short[lang]
-        dup_chars = _duplicates([line for line in lines if line.strip()])[1]
+        dup_chars = duplicates([line for line in lines if line.strip()])[1]
         return {
-            "line_punct_ratio": _ratio(sum(line.endswith(stops) for line in lines), len(lines)),
-            "short_line_ratio": _ratio(sum(len(line) <= short for line in lines), len(lines)),
-            "char_dup_ratio": _ratio(dup_chars, len(text) - text.count("\n")),
-            "list_ratio": _ratio(text.count("\n"), len(units.words(text, lang))),
+            "line_punct_ratio": ratio(sum(line.endswith(stops) for line in lines), len(lines)),
+            "short_line_ratio": ratio(sum(len(line) <= short for line in lines), len(lines)),
+            "char_dup_ratio": ratio(dup_chars, len(text) - text.count("\n")),
+            "list_ratio": ratio(text.count("\n"), len(units.words(text, lang))),
         }
 

@@ -80,7 +80,7 @@ class MeasuredOp(PerDocumentOp):
         return BatchResult(table, dropped=dropped if any(dropped) else None, errors=errors_or_none)
 
 
-def _ratio(part: float, whole: float) -> float:
+def ratio(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
 
 
@@ -155,17 +155,17 @@ class GopherQuality(MeasuredOp):
         stop = self._stop[lang]
         return {
             "word_count": len(content),
-            "mean_word_length": _ratio(sum(map(len, content)), len(content)),
-            "hash_ratio": _ratio(text.count("#"), n),
-            "ellipsis_ratio": _ratio(text.count("...") + text.count("…"), n),
-            "bullet_lines_ratio": _ratio(sum(s.lstrip().startswith(("•", "-")) for s in lines), len(lines)),
-            "ellipsis_lines_ratio": _ratio(sum(s.rstrip().endswith(("...", "…")) for s in lines), len(lines)),
-            "alpha_words_ratio": _ratio(sum(any(c.isalpha() for c in w) for w in tokens), n),
+            "mean_word_length": ratio(sum(map(len, content)), len(content)),
+            "hash_ratio": ratio(text.count("#"), n),
+            "ellipsis_ratio": ratio(text.count("...") + text.count("…"), n),
+            "bullet_lines_ratio": ratio(sum(s.lstrip().startswith(("•", "-")) for s in lines), len(lines)),
+            "ellipsis_lines_ratio": ratio(sum(s.rstrip().endswith(("...", "…")) for s in lines), len(lines)),
+            "alpha_words_ratio": ratio(sum(any(c.isalpha() for c in w) for w in tokens), n),
             "stop_words": sum(w in stop for w in tokens),
         }
 
 
-def _duplicates(items: list[str]) -> tuple[int, int]:
+def duplicates(items: list[str]) -> tuple[int, int]:
     """How many items repeat an earlier one, and their characters."""
     seen: set[str] = set()
     count = chars = 0
@@ -240,15 +240,15 @@ class GopherRepetition(MeasuredOp):
     def measure(self, text: str, lang: str) -> dict[str, float]:
         size = len(text)
         paras = units.paragraphs(text)
-        para_dups, para_chars = _duplicates(paras)
+        para_dups, para_chars = duplicates(paras)
         lines = units.nonempty_lines(text)
-        line_dups, line_chars = _duplicates(lines)
-        values = {"dup_para_frac": _ratio(para_dups, len(paras)), "dup_para_char_frac": _ratio(para_chars, size),
-                  "dup_line_frac": _ratio(line_dups, len(lines)), "dup_line_char_frac": _ratio(line_chars, size)}
+        line_dups, line_chars = duplicates(lines)
+        values = {"dup_para_frac": ratio(para_dups, len(paras)), "dup_para_char_frac": ratio(para_chars, size),
+                  "dup_line_frac": ratio(line_dups, len(lines)), "dup_line_char_frac": ratio(line_chars, size)}
         tokens = units.words(text, lang)
         sep = "" if lang == units.CHINESE else " "
         for n in self.top_n_grams:
-            values[f"top_{n}_gram_frac"] = _ratio(_top_ngram_chars(units.ngrams(tokens, n, sep)), size)
+            values[f"top_{n}_gram_frac"] = ratio(_top_ngram_chars(units.ngrams(tokens, n, sep)), size)
         for n in self.dup_n_grams:
-            values[f"dup_{n}_gram_frac"] = _ratio(_duplicate_ngram_chars(tokens, n), size)
+            values[f"dup_{n}_gram_frac"] = ratio(_duplicate_ngram_chars(tokens, n), size)
         return values
