@@ -3,7 +3,6 @@ passage, the zh preset on real Chinese news and web spam, the English settings' 
 annotate mode, and both ops in a real pipeline."""
 from __future__ import annotations
 
-import json
 import textwrap
 from collections import Counter
 
@@ -14,7 +13,7 @@ from ylink_data.pipeline.stats import check_invariant
 from ylink_data.stages.c4 import C4Quality
 from ylink_data.stages.fineweb import FineWebQuality
 
-from .test_gopher import PRESETS, _failing, _preset_ops, _table, _verdicts, cc_english, gutenberg, thucnews, web_spam
+from .test_gopher import _failing, run_preset, _preset_ops, _table, _verdicts, cc_english, gutenberg, thucnews, web_spam
 
 
 def _page() -> list[str]:
@@ -194,11 +193,7 @@ def test_ops_in_a_pipeline_report_reasons(ray_session, shared_data, tmp_path):
     news = thucnews(shared_data)[:30]
     four = "".join(s + "。" for s in news[0].split("。")[:4])
     docs = news + [four, news[1].replace("。", "{。", 1), news[2] + "\n" + news[2]]
-    path = tmp_path / "zh.jsonl"
-    path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in docs), encoding="utf-8")
-    out, stats = ylink_data.run({"name": "c4-fineweb-test", "include": [str(PRESETS / "c4-fineweb-zh.yaml")],
-                                 "input": {"paths": [str(path)], "format": "jsonl"},
-                                 "output": {"path": str(tmp_path / "out"), "keep_rejected": True}}, progress=False)
+    out, stats = run_preset("c4-fineweb-zh.yaml", docs, tmp_path)
     assert check_invariant(stats) is None
     run = ylink_data.open_run(out)
     reasons = run.rejected().column("reason").to_pylist()

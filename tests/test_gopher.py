@@ -182,14 +182,19 @@ def test_annotate_writes_measures_and_drops_nothing(shared_data):
     assert all(v > 50 for v in table.column("gopher_word_count").to_pylist()[:3])
 
 
+def run_preset(preset: str, texts: list[str], tmp_path) -> tuple[str, dict]:
+    """A real run of `configs/filters/<preset>` over `texts` (as JSONL), keeping rejected documents."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    return ylink_data.run({"name": f"{preset}-test", "include": [str(PRESETS / preset)],
+                           "input": {"paths": [str(path)], "format": "jsonl"},
+                           "output": {"path": str(tmp_path / "out"), "keep_rejected": True}}, progress=False)
+
+
 def test_ops_in_a_pipeline_report_reasons(ray_session, shared_data, tmp_path):
     news = thucnews(shared_data)[:30]
     docs = news + [news[0] + news[0], " ".join(news[1].split()[:1])[:40]]
-    path = tmp_path / "zh.jsonl"
-    path.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in docs), encoding="utf-8")
-    out, stats = ylink_data.run({"name": "gopher-test", "include": [str(PRESETS / "gopher-zh.yaml")],
-                                 "input": {"paths": [str(path)], "format": "jsonl"},
-                                 "output": {"path": str(tmp_path / "out"), "keep_rejected": True}}, progress=False)
+    out, stats = run_preset("gopher-zh.yaml", docs, tmp_path)
     assert check_invariant(stats) is None
     run = ylink_data.open_run(out)
     reasons = run.rejected().column("reason").to_pylist()

@@ -17,6 +17,7 @@ import contextlib
 import json
 import signal
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -99,7 +100,15 @@ class PerDocumentOp(MapOp):
 
     time_limit_s: float | None = None  # per document; subclasses set it from a parameter
 
+    def count(self, name: str, n: int = 1) -> None:
+        """Add to a counter reported in this stage's stats (e.g. redactions per kind)."""
+        if not hasattr(self, "_counts"):
+            self._counts: Counter[str] = Counter()
+        self._counts[name] += n
+
     def each_document(self, table: pa.Table, fn) -> tuple[list[Document], list[Any], list[str | None]]:
+        """Calls `fn(doc)` per document; `self.counters()` then holds what `count` added meanwhile."""
+        self._counts = Counter()
         docs = documents(table)
         verdicts: list[Any] = []
         errors: list[str | None] = []
@@ -115,6 +124,9 @@ class PerDocumentOp(MapOp):
                 verdicts.append(True)
                 errors.append(f"{type(exc).__name__}: {exc}")
         return docs, verdicts, errors
+
+    def counters(self) -> dict[str, int]:
+        return dict(getattr(self, "_counts", {}))
 
     def _reason(self, verdict: Any) -> str | None:
         if verdict is None or verdict is False:
@@ -132,7 +144,8 @@ class DocumentFilter(PerDocumentOp):
     def process(self, table: pa.Table) -> BatchResult:
         _, verdicts, errors = self.each_document(table, self.filter)
         dropped = [self._reason(v) for v in verdicts]
-        return BatchResult(table, dropped=dropped, errors=errors if any(errors) else None)
+        return BatchResult(table, dropped=dropped, errors=errors if any(errors) else None,
+                           counters=self.counters())
 
 
 class DocumentMapper(PerDocumentOp):
@@ -147,7 +160,8 @@ class DocumentMapper(PerDocumentOp):
         docs, verdicts, errors = self.each_document(table, self.map)
         out = [v if isinstance(v, Document) else d for v, d in zip(verdicts, docs)]
         dropped = [None if isinstance(v, Document) else self._reason(v) for v in verdicts]
-        return BatchResult(with_documents(table, out), dropped=dropped, errors=errors if any(errors) else None)
+        return BatchResult(with_documents(table, out), dropped=dropped, errors=errors if any(errors) else None,
+                           counters=self.counters())
 
 
 class GlobalOp(Op):

@@ -9,17 +9,15 @@ ideographic and no-break spaces into plain ones.
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, Any
 
-import pyarrow as pa
 from pydantic import Field
 
 from ..transform.normalize import (UnicodeForm, collapse_spaces, fix_mojibake, invisible_pattern, limit_blank_lines,
                                    looks_chinese, normalize_line_endings, normalize_unicode, remove_invisible,
                                    strip_trailing_spaces)
 from . import register
-from .base import BatchResult, Document, DocumentMapper
+from .base import Document, DocumentMapper
 
 
 @register
@@ -63,7 +61,6 @@ class Normalize(DocumentMapper):
         self._invisible = invisible_pattern(remove_controls, remove_zero_width)
         self.max_blank_lines = max_blank_lines
         self._converter: Any = None
-        self._counts: Counter[str] = Counter()
 
     def setup(self) -> None:
         if self.traditional_to_simplified and self._converter is None:  # once per worker: loading takes ms
@@ -76,7 +73,7 @@ class Normalize(DocumentMapper):
         if self.fix_mojibake:
             fixed = fix_mojibake(text)
             if fixed != text:
-                self._counts["mojibake_fixed"] += 1
+                self.count("mojibake_fixed")
                 text = fixed
         if self.normalize_line_endings:
             text = normalize_line_endings(text)
@@ -105,12 +102,7 @@ class Normalize(DocumentMapper):
         if not text.strip():
             return "empty"
         if text != doc.text:
-            self._counts["changed"] += 1
+            self.count("changed")
             doc.text = text
         return doc
 
-    def process(self, table: pa.Table) -> BatchResult:
-        self._counts = Counter()
-        result = super().process(table)
-        result.counters.update(self._counts)
-        return result

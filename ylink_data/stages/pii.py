@@ -1,13 +1,11 @@
 """pii: replace personal data in the text with typed placeholders; never drops a document."""
 from __future__ import annotations
 
-from collections import Counter
 
-import pyarrow as pa
 
 from ..transform.pii import PII_TYPES, PiiRedactor, PiiType
 from . import register
-from .base import BatchResult, Document, DocumentMapper
+from .base import Document, DocumentMapper
 
 
 @register
@@ -30,19 +28,13 @@ class Pii(DocumentMapper):
         self.redactor = PiiRedactor(types, {"email": email_placeholder, "ip": ip_placeholder,
                                             "phone": phone_placeholder, "cn_id": cn_id_placeholder,
                                             "card": card_placeholder})
-        self._counts: Counter[str] = Counter()
 
     def map(self, doc: Document) -> Document:
         text, counts = self.redactor.redact(doc.text)
         if counts:
             for kind, n in counts.items():
-                self._counts[f"pii_{kind}"] += n
-            self._counts["pii_documents"] += 1
+                self.count(f"pii_{kind}", n)
+            self.count("pii_documents")
             doc.text = text
         return doc
 
-    def process(self, table: pa.Table) -> BatchResult:
-        self._counts = Counter()
-        result = super().process(table)
-        result.counters.update(self._counts)
-        return result
