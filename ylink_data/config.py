@@ -146,7 +146,10 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Path, ...]) -> Any:
-    """Merge `include:` presets under the including file (the includer's keys win)."""
+    """Merge `include:` presets under the including file (the includer's keys win), and splice the
+    stages of presets named by `- include: PRESET` items into the stage list where they stand."""
+    if isinstance(raw, dict) and isinstance(raw.get("stages"), list):
+        raw["stages"] = _splice_stage_presets(raw["stages"], base_dir, source, seen)
     if not isinstance(raw, dict) or "include" not in raw:
         return raw
     includes = raw.pop("include")
@@ -166,6 +169,31 @@ def _apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Pa
             raise ConfigError(f"include[{i}]: preset {name!r} must be a mapping", source)
         merged = _deep_merge(merged, sub)
     return _deep_merge(merged, raw)
+
+
+def _splice_stage_presets(stages: list[Any], base_dir: Path, source: str | None,
+                          seen: tuple[Path, ...]) -> list[Any]:
+    """`- include: filters/gopher-zh` in a stage list becomes that preset's stages, in place, so
+    presets compose (a top-level `include:` of two presets would let the second's stages win)."""
+    out: list[Any] = []
+    for i, item in enumerate(stages):
+        if not (isinstance(item, dict) and list(item) == ["include"]):
+            out.append(item)
+            continue
+        name, where = item["include"], f"stages[{i}].include"
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}: expected a preset path, got {name!r}", source)
+        path = _find_preset(name, base_dir)
+        if path is None:
+            searched = ", ".join(str(d) for d in _preset_dirs(base_dir))
+            raise ConfigError(f"{where}: preset {name!r} not found (searched {searched})", source)
+        if path in seen:
+            raise ConfigError(f"{where}: {name!r} includes itself", source)
+        sub = _apply_includes(_read_yaml(path), path.parent, str(path), (*seen, path))
+        if not isinstance(sub, dict) or not isinstance(sub.get("stages"), list):
+            raise ConfigError(f"{where}: preset {name!r} has no `stages:` list", source)
+        out.extend(sub["stages"])
+    return out
 
 
 def _find_preset(name: str, base_dir: Path) -> Path | None:
