@@ -1,0 +1,146 @@
+"""minhash_dedup end to end on real text: edited copies of Reuters and THUCNews articles (and
+Reuters' own repeated wire stories) found against exact Jaccard computed by brute force; the same
+result with one partition and many; connected components out of core equal union-find."""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from itertools import combinations
+
+import fsspec
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import ylink_data
+from ylink_data.dedup.components import connected_components, write_edges
+from ylink_data.dedup.minhash import shingles
+from ylink_data.pipeline.stats import check_invariant
+
+from .test_gopher import thucnews
+
+
+def _edit(text: str, rng: random.Random, unit: str) -> str:
+    """A near-copy: two pairs of words (or characters) deleted."""
+    parts = text.split() if unit == "word" else list(text)
+    for _ in range(2):
+        i = rng.randrange(len(parts))
+        del parts[i:i + 2]
+    return (" " if unit == "word" else "").join(parts)
+
+
+def _corpus(shared, n: int = 300) -> tuple[list[str], list[str]]:
+    rng = random.Random(7)
+    with gzip.open(shared / "en_reuters21578_nltk" / "reuters21578_apte.jsonl.gz", "rt", encoding="utf-8") as f:
+        en = [t for t in (json.loads(line)["text"] for line in f) if len(t.split()) >= 80][:n]
+    zh = [t for t in thucnews(shared) if len(t) >= 300][:n]
+    texts = en + zh
+    langs = ["en"] * len(en) + ["zh"] * len(zh)
+    for i in range(0, len(en), 9):
+        texts.append(_edit(en[i], rng, "word"))
+        langs.append("en")
+    for i in range(0, len(zh), 9):
+        texts.append(_edit(zh[i], rng, "char"))
+        langs.append("zh")
+    return texts, langs
+
+
+def _jaccard_pairs(texts, langs, threshold):
+    """Every pair at exact Jaccard >= threshold, with its Jaccard, and the shingle sets."""
+    sets = [set(shingles(t, lang)) for t, lang in zip(texts, langs)]
+    pairs = {}
+    for i, j in combinations(range(len(texts)), 2):
+        if langs[i] == langs[j] and sets[i]:
+            jac = len(sets[i] & sets[j]) / len(sets[i] | sets[j])
+            if jac >= threshold:
+                pairs[(i, j)] = jac
+    return pairs, sets
+
+
+def test_finds_near_duplicates_like_brute_force_jaccard(ray_session, shared_data, tmp_path):
+    texts, langs = _corpus(shared_data)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "lang": lang, "url": f"doc/{i}"}, ensure_ascii=False) + "\n"
+                            for i, (t, lang) in enumerate(zip(texts, langs))), encoding="utf-8")
+    pairs, sets = _jaccard_pairs(texts, langs, 0.8)
+    assert len(pairs) >= 60  # the edited copies, and Reuters' own repeats
+    kept_by = {}
+    for label, rows_per_partition in (("one partition", 10_000_000), ("many", 500)):
+        out, stats = ylink_data.run(
+            {"name": "mh", "input": {"paths": [str(path)], "format": "jsonl", "split_bytes": 200_000},
+             "output": {"path": str(tmp_path / f"out-{rows_per_partition}"), "keep_rejected": True},
+             "stages": [{"minhash_dedup": {"threshold": 0.8, "cluster_columns": True,
+                                           "rows_per_partition": rows_per_partition}}]}, progress=False)
+        assert check_invariant(stats) is None
+        run = ylink_data.open_run(out)
+        kept = {int(u.split("/")[1]) for u in run.to_arrow().column("url").to_pylist()}
+        dropped = {int(u.split("/")[1]) for u in run.rejected().column("url").to_pylist()}
+        assert kept | dropped == set(range(len(texts))) and not kept & dropped
+        # recall: LSH finds a pair with a probability that rises steeply around the threshold
+        # (bands x rows chosen by datasketch's optimal_param), so well above it nearly always
+        missed = {(i, j): jac for (i, j), jac in pairs.items() if i in kept and j in kept}
+        high = [p for p, jac in pairs.items() if jac >= 0.9]
+        assert sum(missed.get(p, 0) >= 0.9 for p in high) <= 0.02 * len(high), missed
+        assert len(missed) <= 0.25 * len(pairs), missed
+        # precision: every dropped document is similar to some document (a brute-force check)
+        def best(i):
+            return max(len(sets[i] & sets[j]) / len(sets[i] | sets[j]) for j in range(len(texts)) if j != i and sets[j])
+        low = [i for i in dropped if best(i) < 0.5]
+        assert not low, low
+        # the first in input order is kept, and cluster columns name it
+        table = run.to_arrow()
+        clustered = [(int(u.split("/")[1]), c, s) for u, c, s in zip(table.column("url").to_pylist(),
+                     table.column("dup_cluster_id").to_pylist(), table.column("dup_cluster_size").to_pylist()) if s]
+        assert all(s >= 2 for _, _, s in clustered)
+        ids = dict(zip(table.column("url").to_pylist(), table.column("id").to_pylist()))
+        assert all(c == ids[f"doc/{i}"] for i, c, _ in clustered)  # a kept document keeps its own cluster
+        assert all(min(i, j) in kept for i, j in pairs if (i in kept) != (j in kept))
+        kept_by[label] = kept
+        zh_edits = [i for i in dropped if langs[i] == "zh"]
+        assert len(zh_edits) >= 30  # Chinese copies are found too (character shingles)
+    assert kept_by["one partition"] == kept_by["many"]
+
+
+def test_connected_components_out_of_core_equal_union_find(tmp_path):
+    rng = random.Random(3)
+    n = 5000
+    edges = [(rng.randrange(n), rng.randrange(n)) for _ in range(3500)]
+    edges += [(i, i + 1) for i in range(100, 400)]  # a long chain: many rounds of stars
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    groups: dict[int, list[int]] = {}
+    for v in range(n):
+        groups.setdefault(find(v), []).append(v)
+    expected = {v: min(g) for g in groups.values() if len(g) > 1 for v in g}
+    fs = fsspec.filesystem("file")
+    x = np.array([a for a, b in edges if a != b], np.int64)
+    y = np.array([b for a, b in edges if a != b], np.int64)
+    write_edges(fs, str(tmp_path / "edges-0"), 0, x, y, 5)
+    files = connected_components(fs, str(tmp_path), 5, lambda fn, args, label: [fn(*a) for a in args])
+    got = {}
+    for path in files:
+        table = pq.read_table(path)
+        got.update(zip(table.column("node").to_pylist(), table.column("label").to_pylist()))
+    assert got == expected
+
+
+@pytest.mark.parametrize("keep", ["longest"])
+def test_keep_longest(ray_session, shared_data, tmp_path, keep):
+    base = thucnews(shared_data)[5]
+    shorter = base[:-40]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "lang": "zh", "url": f"doc/{i}"}, ensure_ascii=False) + "\n"
+                            for i, t in enumerate([shorter, base])), encoding="utf-8")
+    out, _ = ylink_data.run({"name": "k", "input": {"paths": [str(path)]}, "output": {"path": str(tmp_path / "o")},
+                             "stages": [{"minhash_dedup": {"keep": keep}}]}, progress=False)
+    assert ylink_data.open_run(out).to_arrow().column("url").to_pylist() == ["doc/1"]
