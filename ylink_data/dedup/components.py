@@ -127,10 +127,10 @@ def _labels_task(fs, src: str, dst: str, partition: int) -> int:
 
 def connected_components(fs: fsspec.AbstractFileSystem, work: str, partitions: int,
                          run_tasks: Callable[[Callable, Sequence[tuple], str], list[Any]],
-                         max_rounds: int = 64) -> list[str]:
-    """Components of the edges already written (by `write_edges`) under `work/edges-0`. Returns the
+                         max_rounds: int = 64, start: str = "edges-0") -> list[str]:
+    """Components of the edges already written (by `write_edges`) under `work/<start>`. Returns the
     label files (node, label), one per partition; label = the smallest node of the component."""
-    folder, previous = f"{work}/edges-0", None
+    folder, previous = f"{work}/{start}", None
     for round_ in range(max_rounds):
         fingerprints = []
         for kind, large in (("large", True), ("small", False)):

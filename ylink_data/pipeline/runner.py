@@ -234,7 +234,7 @@ class Runner:
             layout=self.layout, phase=phase.index, ref=phase.outgoing,
             parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
             rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
-            run_tasks=self._run_helper_tasks)
+            run_tasks=self._run_helper_tasks, storage_options=self.cfg.storage_options)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self._task_completed()

@@ -205,7 +205,8 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                 stage.docs_in += n
                 reasons = [decisions.reasons.get(r) for r in rows]
                 for column, values in decisions.columns.items():
-                    table = table.append_column(column, pa.array([values.get(r) for r in rows]))
+                    table = table.append_column(column, pa.array([values.get(r) for r in rows],
+                                                                 decisions.types[column]))
                 if any(reasons):
                     keep = pa.array([r is None for r in reasons])
                     dropped = [r for r in reasons if r is not None]
@@ -222,15 +223,22 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
 class Decisions:
     reasons: dict[int, str]
     columns: dict[str, dict[int, Any]]
+    types: dict[str, pa.DataType]
 
 
 def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
     """The rows of `task` a global op decided about: drop reasons and any columns it adds."""
     reasons: dict[int, str] = {}
     columns: dict[str, dict[int, Any]] = {}
+    types: dict[str, pa.DataType] = {}
     for path in files:
         with layout.fs.open(path, "rb") as f:
             table = pq.read_table(f, filters=[("task", "=", task)])
+        # Every task adds the op's columns (null where it decided nothing), so shards share a schema.
+        for name in table.column_names:
+            if name not in DECISION_COLUMNS:
+                columns.setdefault(name, {})
+                types[name] = table.schema.field(name).type
         if table.num_rows == 0:
             continue
         rows = table.column("row").to_pylist()
@@ -240,7 +248,7 @@ def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
         for name in table.column_names:
             if name not in DECISION_COLUMNS:
                 columns.setdefault(name, {}).update(zip(rows, table.column(name).to_pylist()))
-    return Decisions(reasons, columns)
+    return Decisions(reasons, columns, types)
 
 
 # ----------------------------------------------------------------------------- ops

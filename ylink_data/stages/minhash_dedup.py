@@ -13,21 +13,33 @@
    order. The others are dropped with reason `minhash_dedup`. `cluster_columns: true` adds
    `dup_cluster_id` (the kept document's id) and `dup_cluster_size` to clustered documents.
 
+`verify: true` checks each candidate pair by the exact Jaccard of its shingle sets before
+clustering (an extra shuffle of the candidates' shingles: slower, and a document linked to its
+bucket's first document only through a third one can be missed; off by default, as the LSH
+estimate is usually good enough). `save_index: URL` writes the bucket keys of the documents a run
+keeps; `index: URL` dedups a new run against them (incremental dedup across crawl snapshots): a
+new document near one in the index is dropped, the indexed one having been kept before.
+
 Memory is bounded by `rows_per_partition` bucket keys (or edges) per task, not by the corpus.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import Field
 
 from ..dedup import components
-from ..dedup.minhash import is_empty, lsh_params, signatures
+from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures
+from ..errors import InputError
+from ..io.fs import filesystem, read_json, write_json
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
 from . import register
 from .base import GlobalOp
@@ -78,6 +90,7 @@ class MinHashDedup(GlobalOp):
                  char_ngram: Annotated[int, Field(ge=1)] | None = None,
                  keep: Literal["first", "longest", "highest_score"] = "first",
                  score_column: str = "quality_score", cluster_columns: bool = False,
+                 verify: bool = False, index: str | None = None, save_index: str | None = None,
                  rows_per_partition: Annotated[int, Field(ge=1)] = 4_000_000):
         self.threshold, self.num_perm, self.seed = threshold, num_perm, seed
         self.bands, self.rows = lsh_params(threshold, num_perm, bands=bands, rows=rows)
@@ -87,12 +100,21 @@ class MinHashDedup(GlobalOp):
         self.word_ngram, self.char_ngram = word_ngram, char_ngram
         self.keep, self.score_column = keep, score_column
         self.cluster_columns, self.rows_per_partition = cluster_columns, rows_per_partition
+        self.verify, self.index, self.save_index = verify, index, save_index
+
+    def index_meta(self) -> dict:
+        """What an index must have been built with for its bucket keys to mean the same."""
+        return {"version": INDEX_VERSION, "num_perm": self.num_perm, "bands": self.bands, "rows": self.rows,
+                "seed": self.seed, "unit": self.unit, "word_ngram": self.word_ngram, "char_ngram": self.char_ngram}
+
+    def languages(self, table: pa.Table) -> list[str | None]:
+        texts = table.column("text").to_pylist()
+        langs = table.column("lang").to_pylist() if "lang" in table.column_names else [None] * len(texts)
+        return [lang or _script_language(t or "") for lang, t in zip(langs, texts)]
 
     def keys(self, table: pa.Table) -> dict[str, pa.Array]:
         texts = [t or "" for t in table.column("text").to_pylist()]
-        langs = table.column("lang").to_pylist() if "lang" in table.column_names else [None] * len(texts)
-        langs = [lang or _script_language(t) for lang, t in zip(langs, texts)]
-        sigs = signatures(texts, langs, num_perm=self.num_perm, seed=self.seed, unit=self.unit,
+        sigs = signatures(texts, self.languages(table), num_perm=self.num_perm, seed=self.seed, unit=self.unit,
                           word_ngram=self.word_ngram, char_ngram=self.char_ngram)
         keys = band_keys(sigs, self.bands, self.rows)
         flat = pa.array(keys.reshape(-1), pa.uint64())
@@ -110,25 +132,73 @@ class MinHashDedup(GlobalOp):
     def resolve(self, ctx: GlobalContext) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
-        partitions = max(1, math.ceil(ctx.total_rows * self.bands / self.rows_per_partition))
+        index = SavedIndex.open(self.index, ctx.storage_options(self.index), self.index_meta()) if self.index else None
+        indexed = index.documents if index else 0
+        partitions = max(1, math.ceil((ctx.total_rows + indexed) * self.bands / self.rows_per_partition))
         work = ctx.work_path("minhash")
         cols = [ctx.key_column("bands"), ctx.key_column("length"), "id"]
         if self.keep == "highest_score":
             cols.append(ctx.key_column("score"))
         args = [(ctx.layout, t, ctx.parts[t], int(offsets[i]), cols, partitions, work) for i, t in enumerate(tasks)]
         ctx.run_tasks(_emit_keys, args, "minhash_dedup: band keys")
+        if index:
+            # Earlier documents get negative node numbers: they sort first, so a cluster that holds one
+            # keeps it (it is already in an earlier output) and drops every new member.
+            args = [(index.fs, path, -1 - first - rows, rows, partitions, ctx.layout.fs, work)
+                    for path, first, rows in index.files()]
+            ctx.run_tasks(_emit_index_keys, args, "minhash_dedup: index keys")
         edges = ctx.run_tasks(_bucket_edges, [(ctx.layout, work, q, partitions) for q in range(partitions)],
                               "minhash_dedup: candidate pairs")
-        if sum(edges) == 0:
-            return
+        start = "edges-0"
+        if self.verify and sum(edges):
+            edges = self._verify(ctx, work, tasks, offsets, partitions)
+            start = "edges-verified"
+        tables = []
+        if sum(edges):
+            components.connected_components(ctx.layout.fs, work, partitions, ctx.run_tasks, start=start)
+            ctx.run_tasks(_attach_attributes, [(ctx.layout, work, p, partitions) for p in range(partitions)],
+                          "minhash_dedup: cluster members")
+            args = [(ctx.layout, work, q, tasks, offsets, self.keep, self.cluster_columns)
+                    for q in range(partitions)]
+            tables = ctx.run_tasks(_choose_kept, args, "minhash_dedup: keep one per cluster")
+            for q, table in enumerate(tables):
+                if table.num_rows:
+                    ctx.write_decisions(f"minhash_dedup-{q:05d}", table)
+        if self.save_index:
+            self._save_index(ctx, tasks, cols[0], tables, index)
+
+    def _verify(self, ctx: GlobalContext, work: str, tasks: list[int], offsets: np.ndarray,
+                partitions: int) -> list[int]:
+        """Keep only candidate pairs whose exact shingle-set Jaccard reaches `threshold`."""
+        if self.index:
+            raise ValueError("minhash_dedup: verify needs every document's text, so it cannot be used with index")
         fs = ctx.layout.fs
-        components.connected_components(fs, work, partitions, ctx.run_tasks)
-        ctx.run_tasks(_attach_attributes, [(ctx.layout, work, p, partitions) for p in range(partitions)],
-                      "minhash_dedup: cluster members")
-        args = [(ctx.layout, work, q, tasks, offsets, self.keep, self.cluster_columns) for q in range(partitions)]
-        for q, table in enumerate(ctx.run_tasks(_choose_kept, args, "minhash_dedup: keep one per cluster")):
-            if table.num_rows:
-                ctx.write_decisions(f"minhash_dedup-{q:05d}", table)
+        ctx.run_tasks(_verify_requests, [(fs, work, p, partitions, offsets, tasks) for p in range(partitions)],
+                      "minhash_dedup: verify (requests)")
+        args = [(ctx.layout, self, work, t, ctx.parts[t], int(offsets[i]), partitions) for i, t in enumerate(tasks)]
+        ctx.run_tasks(_verify_shingles, args, "minhash_dedup: verify (shingle sets)")
+        return ctx.run_tasks(_verify_pairs, [(fs, work, q, partitions, self.threshold) for q in range(partitions)],
+                             "minhash_dedup: verify (exact Jaccard)")
+
+    def _save_index(self, ctx: GlobalContext, tasks: list[int], bands_col: str, decisions: list[pa.Table],
+                    previous: "SavedIndex | None") -> None:
+        """Bucket keys of every document this run keeps (and of the index it read), for later runs."""
+        fs, root = filesystem(self.save_index, ctx.storage_options(self.save_index))
+        root = root.rstrip("/")
+        dropped: dict[int, list[int]] = {t: [] for t in tasks}
+        for table in decisions:
+            gone = table.filter(pc.is_valid(table.column("reason")))
+            for t, r in zip(gone.column("task").to_pylist(), gone.column("row").to_pylist()):
+                dropped[t].append(r)
+        stamp = hashlib.sha256(ctx.layout.url.encode()).hexdigest()[:12]
+        args = [(ctx.layout, ctx.parts[t], [bands_col, "id"], sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{t:05d}.parquet")
+                for t in tasks]
+        files = [(name, rows) for name, rows in ctx.run_tasks(_write_index_part, args, "minhash_dedup: save index")
+                 if rows]
+        if previous:
+            files = previous.copy_to(fs, root) + files
+        write_json(fs, f"{root}/{INDEX_FILE}", {**self.index_meta(), "documents": sum(r for _, r in files),
+                                               "files": [{"path": name, "rows": rows} for name, rows in files]})
 
 
 def _write(fs, path: str, table: pa.Table) -> None:
@@ -225,19 +295,165 @@ def _choose_kept(layout: RunLayout, work: str, q: int, tasks: list[int], offsets
         primary = -np.nan_to_num(members.column("score").to_numpy(zero_copy_only=False), nan=-np.inf)
     else:
         primary = node
-    order = np.lexsort((node, primary, label))
+    order = np.lexsort((node, primary, node >= 0, label))  # earlier runs' documents (node < 0) first
     members = members.take(pa.array(order))
     label, node = label[order], node[order]
     starts = np.r_[True, label[1:] != label[:-1]]
     group = np.cumsum(starts) - 1
     kept_index = np.flatnonzero(starts)
     is_kept = starts
-    task_index = np.searchsorted(offsets, node, side="right") - 1
-    out = {"task": pa.array(np.asarray(tasks)[task_index], pa.int32()),
-           "row": pa.array(node - offsets[task_index], pa.int64()),
-           "reason": pa.array(np.where(is_kept, None, "minhash_dedup").tolist(), pa.string())}
+    new = node >= 0  # decisions only for this run's documents
+    task_index = np.searchsorted(offsets, node[new], side="right") - 1
+    out = {"task": pa.array(np.asarray(tasks, np.int64)[task_index], pa.int32()),
+           "row": pa.array(node[new] - offsets[task_index], pa.int64()),
+           "reason": pa.array(np.where(is_kept[new], None, "minhash_dedup").tolist(), pa.string())}
     if cluster_columns:
         sizes = np.diff(np.r_[kept_index, node.size])
-        out["dup_cluster_id"] = members.column("id").take(pa.array(kept_index[group]))
-        out["dup_cluster_size"] = pa.array(sizes[group], pa.int64())
+        out["dup_cluster_id"] = members.column("id").take(pa.array(kept_index[group][new]))
+        out["dup_cluster_size"] = pa.array(sizes[group][new], pa.int64())
     return pa.table(out)
+
+
+# ----------------------------------------------------------------------------- the saved index
+
+INDEX_VERSION = 1
+INDEX_FILE = "index.json"
+
+
+@dataclass
+class SavedIndex:
+    """A folder of bucket keys from earlier runs: `index.json` (the LSH parameters, the files) and
+    Parquet files with the kept documents' `id` and `bands`."""
+
+    fs: Any
+    root: str
+    meta: dict
+
+    @classmethod
+    def open(cls, url: str, storage_options: dict, expected: dict) -> "SavedIndex":
+        fs, root = filesystem(url, storage_options)
+        root = root.rstrip("/")
+        try:
+            meta = read_json(fs, f"{root}/{INDEX_FILE}")
+        except FileNotFoundError:
+            raise InputError(f"minhash_dedup.index: no {INDEX_FILE} at {url} (write one with save_index)") from None
+        differ = {k: (meta.get(k), v) for k, v in expected.items() if meta.get(k) != v}
+        if differ:
+            said = ", ".join(f"{k}={a!r} (this op: {b!r})" for k, (a, b) in differ.items())
+            raise InputError(f"minhash_dedup.index: {url} was built with {said}; use the same parameters")
+        return cls(fs, root, meta)
+
+    @property
+    def documents(self) -> int:
+        return int(self.meta["documents"])
+
+    def files(self) -> list[tuple[str, int, int]]:
+        """(path, first document number, rows) per key file."""
+        out, first = [], 0
+        for f in self.meta["files"]:
+            out.append((f"{self.root}/{f['path']}", first, int(f["rows"])))
+            first += int(f["rows"])
+        return out
+
+    def copy_to(self, fs, root: str) -> list[tuple[str, int]]:
+        same = fs is self.fs and root == self.root
+        out = []
+        for f in self.meta["files"]:
+            if not same:
+                with self.fs.open(f"{self.root}/{f['path']}", "rb") as src:
+                    table = pq.read_table(src)
+                _write(fs, f"{root}/{f['path']}", table)
+            out.append((f["path"], int(f["rows"])))
+        return out
+
+
+def _emit_index_keys(fs, path: str, last_node: int, rows: int, partitions: int, work_fs, work: str) -> int:
+    with fs.open(path, "rb") as f:
+        table = pq.read_table(f)
+    nodes = last_node + 1 + np.arange(rows, dtype=np.int64)[::-1]  # -1 - first - k, k = 0..rows-1
+    attrs = pa.table({"node": nodes, "id": table.column("id"), "length": pa.array(np.zeros(rows, np.int64)),
+                      "score": pa.nulls(rows, pa.float64())})
+    name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+    for q, part in _split_by_partition(attrs, components.partition_of(nodes, partitions), partitions):
+        _write(work_fs, f"{work}/attrs/to-{q:05d}/index-{name}.parquet", part)
+    bands = table.column("bands").combine_chunks()
+    width = bands.type.list_size
+    flat = bands.flatten().to_numpy()
+    keys = pa.table({"key": flat, "node": np.repeat(nodes, width)})
+    for q, part in _split_by_partition(keys, flat % np.uint64(partitions), partitions):
+        _write(work_fs, f"{work}/buckets/to-{q:05d}/index-{name}.parquet", part)
+    return int(flat.size)
+
+
+def _write_index_part(layout: RunLayout, paths: list[str], cols: list[str], dropped: list[int], fs,
+                      path: str) -> tuple[str, int]:
+    table = read_key_columns(layout, paths, cols)
+    keep = np.asarray(table.column(cols[0]).is_valid())
+    keep[np.asarray(dropped, np.int64)] = False
+    table = table.filter(pa.array(keep))
+    if table.num_rows:
+        _write(fs, path, pa.table({"id": table.column("id"), "bands": table.column(cols[0])}))
+    return path.rsplit("/", 1)[-1], table.num_rows
+
+
+# ----------------------------------------------------------------------------- verification
+
+def _verify_requests(fs, work: str, p: int, partitions: int, offsets: np.ndarray, tasks: list[int]) -> int:
+    """Each candidate pair (once, a < b) asks the tasks holding its two documents for their shingles."""
+    a, b = components.read_edges(fs, f"{work}/edges-0", p)
+    keep = a < b
+    if not keep.any():
+        return 0
+    # a pair that shares several bands was linked once per band partition: ask once
+    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
+    a, b = pairs[:, 0], pairs[:, 1]
+    node = np.r_[a, b]
+    table = pa.table({"node": node, "a": np.r_[a, a], "b": np.r_[b, b]})
+    owner = np.searchsorted(offsets, node, side="right") - 1
+    for i, part in _split_by_partition(table, owner, len(tasks)):
+        _write(fs, f"{work}/verify/requests/task-{tasks[i]:05d}/from-{p:05d}.parquet", part)
+    return int(a.size)
+
+
+def _verify_shingles(layout: RunLayout, op: MinHashDedup, work: str, task: int, paths: list[str], offset: int,
+                     partitions: int) -> int:
+    requests = _read_all(layout.fs, f"{work}/verify/requests/task-{task:05d}")
+    if requests is None:
+        return 0
+    table = read_key_columns(layout, paths, ["text", "lang"])
+    rows = requests.column("node").to_numpy() - offset
+    wanted = np.unique(rows)
+    docs = table.take(pa.array(wanted))
+    hashes, bounds = shingle_hashes([t or "" for t in docs.column("text").to_pylist()], op.languages(docs),
+                                    unit=op.unit, word_ngram=op.word_ngram, char_ngram=op.char_ngram)
+    sets = [np.unique(hashes[bounds[i]:bounds[i + 1]]) for i in range(len(wanted))]
+    at = np.searchsorted(wanted, rows)
+    values = pa.array([sets[i] for i in at], pa.list_(pa.uint32()))
+    out = pa.table({"a": requests.column("a"), "b": requests.column("b"), "node": requests.column("node"),
+                    "shingles": values})
+    edge = components.partition_of(out.column("a").to_numpy() ^ (out.column("b").to_numpy() * 31), partitions)
+    for q, part in _split_by_partition(out, edge, partitions):
+        _write(layout.fs, f"{work}/verify/sets/to-{q:05d}/task-{task:05d}.parquet", part)
+    return out.num_rows
+
+
+def _verify_pairs(fs, work: str, q: int, partitions: int, threshold: float) -> int:
+    table = _read_all(fs, f"{work}/verify/sets/to-{q:05d}")
+    if table is None:
+        return 0
+    table = table.sort_by([("a", "ascending"), ("b", "ascending"), ("node", "ascending")])
+    a, b, node = (table.column(c).to_numpy() for c in ("a", "b", "node"))
+    assert np.array_equal(node[0::2], a[0::2]) and np.array_equal(node[1::2], b[0::2]), "one row per side"
+    sets = table.column("shingles").to_pylist()
+    keep_a, keep_b = [], []
+    for i in range(0, table.num_rows - 1, 2):  # every pair has two rows: a's shingles, then b's
+        x, y = np.asarray(sets[i], np.uint32), np.asarray(sets[i + 1], np.uint32)
+        inter = np.intersect1d(x, y, assume_unique=True).size
+        union = x.size + y.size - inter
+        if union and inter / union >= threshold:
+            keep_a.append(a[i])
+            keep_b.append(b[i])
+    if keep_a:
+        components.write_edges(fs, f"{work}/edges-verified", q, np.asarray(keep_a, np.int64),
+                               np.asarray(keep_b, np.int64), partitions)
+    return len(keep_a)
