@@ -204,3 +204,17 @@ def test_incremental_dedup_against_a_saved_index(ray_session, shared_data, tmp_p
     assert meta2["documents"] == kept_one.num_rows + kept_two.num_rows
     with pytest.raises(ylink_data.errors.InputError, match="was built with num_perm=128 .this op: 64."):
         _run(tmp_path, "three", later, index=str(index), num_perm=64)
+
+
+def test_near_duplicates_in_memory_matches_the_op(ray_session, shared_data, tmp_path):
+    """The notebook function and the pipeline op find the same clusters."""
+    from ylink_data.dedup import near_duplicates
+
+    texts, langs = _corpus(shared_data, 80)
+    labels = near_duplicates(texts)
+    path = tmp_path / "docs.jsonl"
+    _write_jsonl(path, texts, [None] * len(texts))
+    run = _run(tmp_path, "op", path, rows_per_partition=200)
+    dropped = {int(u.split("/")[1]) for u in run.rejected().column("url").to_pylist()}
+    assert dropped == {i for i, label in enumerate(labels) if label != i}
+    assert len(dropped) >= 15

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -37,6 +36,7 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from ..dedup import components
+from ..dedup.lsh import band_keys, script_language
 from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures
 from ..errors import InputError
 from ..io.fs import filesystem, read_json, write_json
@@ -44,35 +44,8 @@ from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
 from . import register
 from .base import GlobalOp
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = pa.table({"task": pa.array([], pa.int32()), "row": pa.array([], pa.int64()),
                    "reason": pa.array([], pa.string())})
-
-
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
-
-
-def _script_language(text: str) -> str | None:
-    """For documents no langid has seen: "zh" when most of the first 1,000 characters are Han or
-    kana (character shingles), else None (word shingles)."""
-    head = text[:1000]
-    letters = sum(c.isalpha() for c in head)
-    return "zh" if letters and len(_CJK.findall(head)) >= 0.5 * letters else None
-
-
-def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """(n_docs, bands) uint64 bucket keys: band j's `rows` signature values mixed with j, so equal
-    values in different bands never share a bucket."""
-    sigs = sigs.astype(np.uint64)
-    keys = np.empty((sigs.shape[0], bands), np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(bands):
-            h = np.full(sigs.shape[0], np.uint64(j + 1) * _MIX, np.uint64)
-            for c in range(j * rows, (j + 1) * rows):
-                h = (h ^ sigs[:, c]) * _MIX
-                h ^= h >> np.uint64(29)
-            keys[:, j] = h
-    return keys
 
 
 @register
@@ -110,7 +83,7 @@ class MinHashDedup(GlobalOp):
     def languages(self, table: pa.Table) -> list[str | None]:
         texts = table.column("text").to_pylist()
         langs = table.column("lang").to_pylist() if "lang" in table.column_names else [None] * len(texts)
-        return [lang or _script_language(t or "") for lang, t in zip(langs, texts)]
+        return [lang or script_language(t or "") for lang, t in zip(langs, texts)]
 
     def keys(self, table: pa.Table) -> dict[str, pa.Array]:
         texts = [t or "" for t in table.column("text").to_pylist()]
