@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", nargs="?", default="-", help="text file, or - for stdin (default)")
     p.set_defaults(func=_langid)
 
+    from .quality import add_parser as add_quality_parser
+    add_quality_parser(sub)
+
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
