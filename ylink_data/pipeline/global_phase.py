@@ -29,8 +29,6 @@ class GlobalContext:
     rows: dict[int, int]  # task -> number of documents in its parts
     run_tasks: Callable[[Callable, Sequence[tuple], str], list[Any]]  # (fn, args per task, label)
     decisions: list[str] = field(default_factory=list)
-    # fsspec options for a URL other than the output (an op's index or model), from `storage:`
-    storage_options: Callable[[str], dict[str, Any]] = lambda url: {}
 
     @property
     def total_rows(self) -> int:

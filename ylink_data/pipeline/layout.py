@@ -50,8 +50,9 @@ class RunLayout:
     def work(self, *parts: str) -> str:
         return self.path("_work", *parts)
 
-    def part(self, phase: int, task: int, k: int) -> str:
-        return self.work(f"phase{phase}", f"task-{task:05d}-{k:03d}.parquet")
+    def part(self, phase: int, task: int, k: int, tier: str | None = None) -> str:
+        name = f"task-{task:05d}-{k:03d}.parquet" if tier is None else f"task-{task:05d}-{tier}-{k:03d}.parquet"
+        return self.work(f"phase{phase}", name)
 
     def task_marker(self, phase: int, task: int) -> str:
         return self.work(f"phase{phase}", "done", f"task-{task:05d}.json")
@@ -62,8 +63,13 @@ class RunLayout:
     def resolve_marker(self, phase: int) -> str:
         return self.work(f"phase{phase}", "resolved.json")
 
-    def shard(self, i: int) -> str:
-        return self.path("data", f"part-{i:05d}.parquet")
+    def shard(self, i: int, tier: str | None = None) -> str:
+        """Shard i of the run, or of one output tier (OUTPUT/tiers/<tier>/data/, numbered from 0)."""
+        return self.path(*self.tier_dir(tier), "data", f"part-{i:05d}.parquet")
+
+    @staticmethod
+    def tier_dir(tier: str | None) -> tuple[str, ...]:
+        return ("tiers", tier) if tier else ()
 
     def shard_marker(self, i: int) -> str:
         return self.work("publish", f"part-{i:05d}.json")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stages import GlobalOp, op_class
+from ..stages import op_class
 
 StageRef = tuple[int, str, dict[str, Any]]  # (stage index: 1 + position in `stages`, op name, params)
 
@@ -34,7 +34,7 @@ def plan_phases(ops: list[tuple[str, dict[str, Any]]]) -> list[Phase]:
     phases = [Phase(0)]
     for i, (name, params) in enumerate(ops, start=1):
         ref = (i, name, params)
-        if issubclass(op_class(name), GlobalOp):
+        if op_class(name).is_global(params):
             phases[-1].outgoing = ref
             phases.append(Phase(len(phases), incoming=ref))
         else:

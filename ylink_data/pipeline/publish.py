@@ -29,8 +29,10 @@ def pack_shards(parts: list[dict[str, Any]], shard_bytes: int) -> list[list[dict
     return groups
 
 
-def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], compression: str) -> dict[str, Any]:
-    target = layout.shard(index)
+def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], compression: str,
+                  tier: str | None = None, number: int | None = None) -> dict[str, Any]:
+    """Shard `index` of the run (its marker's number); with a tier, shard `number` of that tier."""
+    target = layout.shard(index if tier is None else number, tier)
     if len(parts) == 1:
         publish_copy(layout.fs, parts[0]["path"], target)
         rows, nbytes, sha = parts[0]["rows"], parts[0]["bytes"], parts[0]["sha256"]
@@ -43,6 +45,9 @@ def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], co
                     writer.write(pf.read_row_group(i))
         written = writer.close()
         rows, nbytes, sha = written.rows, written.bytes, written.sha256
-    entry = {"path": f"data/{target.rsplit('/', 1)[-1]}", "rows": rows, "bytes": nbytes, "sha256": sha}
+    entry = {"path": "/".join((*layout.tier_dir(tier), "data", target.rsplit("/", 1)[-1])), "rows": rows,
+             "bytes": nbytes, "sha256": sha}
+    if tier is not None:
+        entry["tier"] = tier
     write_json(layout.fs, layout.shard_marker(index), entry)
     return entry

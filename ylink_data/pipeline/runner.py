@@ -21,7 +21,7 @@ from ..config import PipelineConfig, load_config
 from ..errors import RunStateError, YlinkError
 from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json
 from ..io.readers import group_splits, plan_splits
-from ..stages import op_class
+from ..stages import build_op, op_class
 from .global_phase import GlobalContext
 from .layout import RunLayout
 from .plan import Phase, plan_phases, stage_names
@@ -67,6 +67,9 @@ class Runner:
         self.progress = RunProgress(progress)
         self.completed_tasks = 0
         self._fail_after = int(os.environ.get(FAIL_AFTER_ENV) or 0)
+        # The last op that routes documents into output tiers decides the tier folders.
+        routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
+        self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
 
     # ------------------------------------------------------------------ the run
 
@@ -99,11 +102,27 @@ class Runner:
                     "rows": stats["output_records"], "shards": shards,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "ylink_version": __version__}
+        if self.tiers:
+            manifest["tiers"] = self._write_tier_manifests(manifest)
         write_json(self.layout.fs, self.layout.manifest, manifest)
         self._clean_work()
         self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
+
+    def _write_tier_manifests(self, manifest: dict) -> dict[str, dict]:
+        """Each tier folder is a run of its own for readers (open_run, ShardLoader): a manifest of its
+        shards, paths relative to the tier folder. The run's manifest lists every shard."""
+        out = {}
+        for tier in self.tiers[1]:
+            prefix = "/".join(self.layout.tier_dir(tier))
+            shards = [{k: v for k, v in s.items() if k != "tier"} | {"path": s["path"][len(prefix) + 1:]}
+                      for s in manifest["shards"] if s.get("tier") == tier]
+            rows = sum(s["rows"] for s in shards)
+            write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"),
+                       {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards})
+            out[tier] = {"path": prefix, "rows": rows}
+        return out
 
     def plan(self) -> _Plan:
         files = expand_paths(self.cfg.input.paths, self.cfg.storage_options)
@@ -181,7 +200,7 @@ class Runner:
         for t, splits in enumerate(plan.tasks):
             if t in markers:
                 continue
-            spec = TaskSpec(self.cfg, phase, t)
+            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
             if phase.index == 0:
                 spec.splits = splits
                 spec.inline = self._inline_inputs(splits)
@@ -230,11 +249,12 @@ class Runner:
             return done["decisions"]
         idx, name, params = phase.outgoing
         op = op_class(name)(**params)
+        op.storage_options = self.cfg.storage_options
         ctx = GlobalContext(
             layout=self.layout, phase=phase.index, ref=phase.outgoing,
             parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
             rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
-            run_tasks=self._run_helper_tasks, storage_options=self.cfg.storage_options)
+            run_tasks=self._run_helper_tasks)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self._task_completed()
@@ -258,11 +278,15 @@ class Runner:
 
     def _publish(self, markers: dict[int, dict]) -> list[dict]:
         parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
-        groups = pack_shards(parts, self.cfg.output.shard_bytes)
+        tiers = self.tiers[1] if self.tiers else [None]
+        jobs = []  # (tier, number within the tier, parts), in tier order, then task order
+        for tier in tiers:
+            groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
+            jobs += [(tier, k, group) for k, group in enumerate(groups)]
         existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        todo = [(self.layout, i, group, self.cfg.output.compression) for i, group in enumerate(groups)
-                if i not in existing]
-        handle = self.progress.phase("publish shards", len(groups), len(groups) - len(todo))
+        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k)
+                for i, (tier, k, group) in enumerate(jobs) if i not in existing]
+        handle = self.progress.phase("publish shards", len(jobs), len(jobs) - len(todo))
         from .remote import publish_shard_remote
 
         def on_done(i: int, entry: dict) -> None:
@@ -271,7 +295,7 @@ class Runner:
 
         self._submit_all(publish_shard_remote, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
         self.progress.finish(handle)
-        return [existing[i] for i in range(len(groups))]
+        return [existing[i] for i in range(len(jobs))]
 
     def _existing_markers(self, folder: str, key: str = r"task-(\d+)\.json") -> dict[int, dict]:
         fs = self.layout.fs

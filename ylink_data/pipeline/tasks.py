@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ..config import PipelineConfig
 from ..io.fs import atomic_write, read_json, write_json
-from ..io.parquet import ParquetFileWriter, RollingParquetWriter, WrittenFile
+from ..io.parquet import ParquetFileWriter, RollingParquetWriter
 from ..io.readers import Bad, Record, Skip, Split, open_split, read_split
 from ..schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ..stages import GlobalOp, MapOp, build_op
@@ -38,16 +38,19 @@ class TaskSpec:
     parts: list[str] = field(default_factory=list)  # later phases: the previous phase's parts
     decisions: list[str] = field(default_factory=list)  # the incoming global op's decision files
     inline: dict[str, Any] = field(default_factory=dict)  # memory:// inputs shipped by the driver
+    tiers: tuple[str, list[str]] | None = None  # final phase: (column, tier names) to route output by
 
 
 # Ops are built once per worker process and reused by every task it runs (models load once).
 _OPS: dict[str, Any] = {}
 
 
-def cached_op(name: str, params: dict[str, Any]):
+def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = None):
     key = json.dumps([name, params], sort_keys=True, default=str)
     if key not in _OPS:
         op = build_op(name, params)
+        if cfg is not None:
+            op.storage_options = cfg.storage_options
         op.setup()
         _OPS[key] = op
     return _OPS[key]
@@ -61,8 +64,12 @@ class TaskOutput:
         phase, task = spec.phase.index, spec.task
         output = spec.cfg.output
         compression = output.compression if spec.phase.final else "lz4"
-        self.kept = RollingParquetWriter(layout.fs, lambda k: layout.part(phase, task, k), output.shard_bytes,
-                                         compression)
+
+        def writer(tier: str | None) -> RollingParquetWriter:
+            return RollingParquetWriter(layout.fs, lambda k: layout.part(phase, task, k, tier), output.shard_bytes,
+                                        compression)
+        self.tiers = spec.tiers if spec.phase.final else None
+        self.kept = {tier: writer(tier) for tier in (self.tiers[1] if self.tiers else [None])}
         self.rejected: dict[int, ParquetFileWriter] = {}
         self.quarantined = 0
         self._quarantine = contextlib.ExitStack()
@@ -86,16 +93,25 @@ class TaskOutput:
             self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.cfg.output.compression)
         self.rejected[stage].write(table)
 
-    def close(self) -> tuple[list[WrittenFile], list[str]]:
-        parts = self.kept.close()
+    def write(self, table: pa.Table) -> None:
+        """Kept documents into the task's parts (one set of parts per output tier when routing)."""
+        if self.tiers is None:
+            self.kept[None].write(table)
+            return
+        column = table.column(self.tiers[0])
+        for tier, writer in self.kept.items():
+            writer.write(table.filter(pc.equal(column, tier)))
+
+    def close(self) -> tuple[list[dict[str, Any]], list[str]]:
+        parts = [{**p.to_json(), **({"tier": tier} if tier else {})}
+                 for tier, w in self.kept.items() for p in w.close()]
         rejected = [w.close().path for _, w in sorted(self.rejected.items())]
         self._quarantine.close()
         return parts, rejected
 
     def abort(self) -> None:
         self._quarantine.__exit__(RuntimeError, RuntimeError("aborted"), None)
-        self.kept.abort()
-        for w in self.rejected.values():
+        for w in (*self.kept.values(), *self.rejected.values()):
             w.abort()
 
 
@@ -105,8 +121,8 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
     stats = TaskStats()
     out = TaskOutput(layout, spec)
     phase = spec.phase
-    ops = [(idx, name, cached_op(name, params)) for idx, name, params in phase.ops]
-    keyer = cached_op(phase.outgoing[1], phase.outgoing[2]) if phase.outgoing else None
+    ops = [(idx, name, cached_op(name, params, spec.cfg)) for idx, name, params in phase.ops]
+    keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg) if phase.outgoing else None
     try:
         source = _read_input(spec, stats, out) if phase.index == 0 else _read_parts(spec, layout, stats, out)
         for table in source:
@@ -116,13 +132,13 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
                     break
             if table.num_rows and keyer is not None:
                 table = _add_keys(keyer, phase.outgoing, table)
-            out.kept.write(table)
+            out.write(table)
         parts, rejected = out.close()
     except BaseException:
         out.abort()
         raise
     marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(),
-              "parts": [p.to_json() for p in parts], "rejected": rejected,
+              "parts": parts, "rejected": rejected,
               "quarantined": out.quarantined}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker

@@ -97,7 +97,13 @@ def validate_stages(stages: list[Any], source: str | None = None) -> list[tuple[
                 else:
                     problems.append(f"{loc}: {err['msg']}")
             continue
-        ops.append((name, checked.model_dump()))
+        params = checked.model_dump()
+        try:  # checks across parameters live in the op's constructor, which loads nothing
+            REGISTRY[name](**params)
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{where}.{name}: {exc}")
+            continue
+        ops.append((name, params))
     if problems:
         raise ConfigError(problems, source)
     return ops

@@ -60,6 +60,21 @@ class Op:
     def setup(self) -> None:
         """Load what is expensive (models, tables) once per worker process, before the first batch."""
 
+    def storage_options(self, url: str) -> dict[str, Any]:
+        """fsspec options for a URL the op reads (a model, a list), from the pipeline's `storage:`;
+        the runner replaces this before `setup`."""
+        return {}
+
+    def output_tiers(self) -> tuple[str, list[str]] | None:
+        """(column, tier names) when the op routes documents into separate output folders by the
+        value of a column it writes (OUTPUT/tiers/<tier>/, each with its own manifest)."""
+        return None
+
+    @classmethod
+    def is_global(cls, params: dict[str, Any]) -> bool:
+        """Whether the op, with these parameters, needs the whole corpus (a phase of its own)."""
+        return issubclass(cls, GlobalOp)
+
 
 class MapOp(Op):
     """An op applied batch by batch, independently per task."""

@@ -105,7 +105,7 @@ class MinHashDedup(GlobalOp):
     def resolve(self, ctx: GlobalContext) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
-        index = SavedIndex.open(self.index, ctx.storage_options(self.index), self.index_meta()) if self.index else None
+        index = SavedIndex.open(self.index, self.storage_options(self.index), self.index_meta()) if self.index else None
         indexed = index.documents if index else 0
         partitions = max(1, math.ceil((ctx.total_rows + indexed) * self.bands / self.rows_per_partition))
         work = ctx.work_path("minhash")
@@ -156,7 +156,7 @@ class MinHashDedup(GlobalOp):
     def _save_index(self, ctx: GlobalContext, tasks: list[int], bands_col: str, decisions: list[pa.Table],
                     previous: "SavedIndex | None") -> None:
         """Bucket keys of every document this run keeps (and of the index it read), for later runs."""
-        fs, root = filesystem(self.save_index, ctx.storage_options(self.save_index))
+        fs, root = filesystem(self.save_index, self.storage_options(self.save_index))
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
         for table in decisions:
