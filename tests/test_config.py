@@ -26,9 +26,10 @@ def _problems(raw) -> list[str]:
 def test_quickstart_is_valid():
     cfg = load_config(QUICKSTART)
     assert cfg.name == "quickstart" and cfg.ray.address is None
-    assert [name for name, _ in cfg.ops] == ["extract", "normalize", "langid", "exact_dedup"]
+    assert [name for name, _ in cfg.ops] == ["extract", "normalize", "langid", "url_filter", "gopher_quality",
+                                          "exact_dedup", "minhash_dedup", "quality_classifier"]
     assert cfg.ops[2][1] == {"languages": ["en", "zh"], "min_score": 0.5, "prefix_chars": 1000}
-    assert cfg.ops[3][1]["collapse_whitespace"] is True  # defaults filled in
+    assert cfg.ops[5][1]["collapse_whitespace"] is True  # defaults filled in
 
 
 def test_unknown_key_names_its_path_and_suggests(tmp_path):
@@ -66,12 +67,12 @@ def test_missing_required_key_and_bad_format(tmp_path):
 
 def test_set_overrides_by_dotted_path_with_yaml_values(tmp_path):
     cfg = load_config(QUICKSTART, [f"output.path={tmp_path}/x", "ray.address=auto", "input.split_bytes=1000",
-                                   "stages.3.exact_dedup.lowercase=true", "output.keep_rejected=false"])
+                                   "stages.5.exact_dedup.lowercase=true", "output.keep_rejected=false"])
     assert cfg.output.path == f"{tmp_path}/x" and cfg.ray.address == "auto"
-    assert cfg.input.split_bytes == 1000 and cfg.ops[3][1]["lowercase"] is True
+    assert cfg.input.split_bytes == 1000 and cfg.ops[5][1]["lowercase"] is True
     assert cfg.output.keep_rejected is False
-    with pytest.raises(ConfigError, match=r"--set stages.5: no list item '5'"):
-        load_config(QUICKSTART, ["stages.5.exact_dedup.lowercase=true"])
+    with pytest.raises(ConfigError, match=r"--set stages.9: no list item '9'"):
+        load_config(QUICKSTART, ["stages.9.exact_dedup.lowercase=true"])
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         load_config(QUICKSTART, ["output.path"])
 
