@@ -158,13 +158,7 @@ def _apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Pa
         raise ConfigError("include: expected a preset path or a list of them", source)
     merged: dict[str, Any] = {}
     for i, name in enumerate(includes):
-        path = _find_preset(name, base_dir)
-        if path is None:
-            searched = ", ".join(str(d) for d in _preset_dirs(base_dir))
-            raise ConfigError(f"include[{i}]: preset {name!r} not found (searched {searched})", source)
-        if path in seen:
-            raise ConfigError(f"include[{i}]: {name!r} includes itself", source)
-        sub = _apply_includes(_read_yaml(path), path.parent, str(path), (*seen, path))
+        sub = _load_preset(name, f"include[{i}]", base_dir, source, seen)
         if not isinstance(sub, dict):
             raise ConfigError(f"include[{i}]: preset {name!r} must be a mapping", source)
         merged = _deep_merge(merged, sub)
@@ -183,17 +177,22 @@ def _splice_stage_presets(stages: list[Any], base_dir: Path, source: str | None,
         name, where = item["include"], f"stages[{i}].include"
         if not isinstance(name, str):
             raise ConfigError(f"{where}: expected a preset path, got {name!r}", source)
-        path = _find_preset(name, base_dir)
-        if path is None:
-            searched = ", ".join(str(d) for d in _preset_dirs(base_dir))
-            raise ConfigError(f"{where}: preset {name!r} not found (searched {searched})", source)
-        if path in seen:
-            raise ConfigError(f"{where}: {name!r} includes itself", source)
-        sub = _apply_includes(_read_yaml(path), path.parent, str(path), (*seen, path))
+        sub = _load_preset(name, where, base_dir, source, seen)
         if not isinstance(sub, dict) or not isinstance(sub.get("stages"), list):
             raise ConfigError(f"{where}: preset {name!r} has no `stages:` list", source)
         out.extend(sub["stages"])
     return out
+
+
+def _load_preset(name: str, where: str, base_dir: Path, source: str | None, seen: tuple[Path, ...]) -> Any:
+    """A preset's content with its own includes applied; `where` names the key in errors."""
+    path = _find_preset(name, base_dir)
+    if path is None:
+        searched = ", ".join(str(d) for d in _preset_dirs(base_dir))
+        raise ConfigError(f"{where}: preset {name!r} not found (searched {searched})", source)
+    if path in seen:
+        raise ConfigError(f"{where}: {name!r} includes itself", source)
+    return _apply_includes(_read_yaml(path), path.parent, str(path), (*seen, path))
 
 
 def _find_preset(name: str, base_dir: Path) -> Path | None:
