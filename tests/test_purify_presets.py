@@ -1,6 +1,6 @@
 """The badwords op (C4's rule, right for Chinese) and the composed language presets
-(configs/filters/en.yaml, zh.yaml) on real text: Chinese news mostly passes, the Chinese web sample
-fails far more often, and stage presets splice into a pipeline where they stand."""
+(configs/filters/en.yaml, zh.yaml) on real text: Chinese news mostly passes, the real Chinese web
+spam mostly fails (hand-labelled), and stage presets splice into a pipeline where they stand."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,7 @@ from ylink_data.errors import ConfigError, InputError
 from ylink_data.pipeline.stats import check_invariant
 from ylink_data.stages import build_op
 
+from .conftest import TEST_DATA
 from .test_gopher import PRESETS, thucnews
 
 
@@ -106,7 +107,7 @@ def test_zh_preset_passes_news_and_fails_most_of_the_web_sample(ray_session, sha
     news.write_text("".join(json.dumps({"text": t, "url": f"https://news.sina.com.cn/{i}.shtml"},
                                        ensure_ascii=False) + "\n" for i, t in enumerate(thucnews(shared_data))),
                     encoding="utf-8")
-    rates = {}
+    rates, dropped_urls = {}, set()
     for name, path in (("web", web), ("news", news)):
         out, stats = ylink_data.run({"name": f"zh-{name}", "stages": [{"include": str(PRESETS / "zh.yaml")}],
                                      "input": {"paths": [str(path)], "format": "jsonl"},
@@ -115,9 +116,17 @@ def test_zh_preset_passes_news_and_fails_most_of_the_web_sample(ray_session, sha
         assert check_invariant(stats) is None
         rates[name] = stats["output_records"] / stats["input_records"]
         if name == "web":
-            reasons = set(ylink_data.open_run(out).rejected().column("reason").to_pylist())
-            assert "badwords:zh-gambling" in reasons
+            rejected = ylink_data.open_run(out).rejected()
+            assert "badwords:zh-gambling" in set(rejected.column("reason").to_pylist())
+            dropped_urls = set(rejected.column("url").to_pylist())
     assert rates["news"] >= 0.8, rates    # measured 0.831
-    # measured 0.57: 43 of the 100 fail (url 4, badwords 11, gopher 19, c4 9). Most of the 57 left are
-    # fluent commercial SEO pages that no published rule catches; see configs/filters/zh.yaml.
-    assert rates["web"] <= 0.6, rates
+    # The web sample is not all spam: by hand labels (tests/data/chinesewebtext_cleared1_labels.json)
+    # 27 pages are spam, 22 clean articles, 51 commercial blurbs or listings.
+    labels = json.loads((TEST_DATA / "chinesewebtext_cleared1_labels.json").read_text(encoding="utf-8"))["labels"]
+    assert set(labels) == {d["url"] for d in _web_sample(shared_data)}
+    def dropped(label):
+        urls = [u for u, lab in labels.items() if lab == label]
+        return sum(u in dropped_urls for u in urls) / len(urls)
+    assert dropped("spam") >= 0.7, dropped("spam")      # measured 21 of 27 (16 without the brand names)
+    assert dropped("clean") <= 0.15, dropped("clean")   # measured 2 of 22
+    assert rates["web"] <= 0.6, rates                   # measured 0.57 of all 100 kept
