@@ -135,7 +135,7 @@ def test_zh_preset_passes_news_and_drops_more_web_spam(shared_data):
     spam = _verdicts(ops, web_spam(shared_data))
     news_pass = news.count(None) / len(news)
     spam_pass = spam.count(None) / len(spam)
-    assert news_pass >= 0.90, news_pass   # measured 0.917
+    assert news_pass >= 0.90, news_pass   # measured 0.916
     assert spam_pass <= 0.85, spam_pass   # measured 0.78: Gopher's heuristics miss fluent SEO spam
     assert (1 - spam_pass) >= 2 * (1 - news_pass)
 
@@ -151,7 +151,7 @@ def test_english_rules_on_chinese_news_drop_nearly_all(shared_data):
 def test_english_defaults_pass_real_english_prose(shared_data):
     ops = [build_op("gopher_quality", {}), build_op("gopher_repetition", {})]
     books = _verdicts(ops, gutenberg(shared_data)[::4])
-    assert books.count(None) / len(books) >= 0.8, books.count(None) / len(books)  # measured 0.868 (all)
+    assert books.count(None) / len(books) >= 0.8, books.count(None) / len(books)  # measured 0.892 (all)
     web = _verdicts(ops, cc_english())
     assert web.count(None) >= 7, web  # measured 7 of 10
 

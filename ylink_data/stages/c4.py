@@ -12,8 +12,10 @@ curly bracket "{" (`curly_bracket`). Finally a document with fewer than min_num_
 in its kept lines is dropped (`too_few_sentences`); a kept document's text is its kept lines joined
 by newlines. Drop reasons are checked in the order lorem_ipsum, curly_bracket, too_few_sentences.
 
-English sentences are counted with a punctuation regex (datatrove uses NLTK's punkt, which knows
-abbreviations such as "Mr."; the regex can count one more sentence per abbreviation).
+English sentences are counted as datatrove 0.10 counts them: spaCy's sentencizer over spaCy's English
+tokens (emulated in `units`): a sentence ends at a "." "!" "?" token, so abbreviations kept whole
+("Mr.", "U.S.", "e.g.") and "..." end none. (`split_sentences` still cuts English lines with a
+punctuation regex.)
 
 `split_sentences: true` applies the line rules to each sentence of each line instead (datatrove's
 split_paragraph=False, but line breaks are kept): for text whose paragraphs are flattened into one
@@ -67,7 +69,11 @@ def sentences(line: str, lang: str) -> list[str]:
 
 
 def sentence_count(line: str, lang: str) -> int:
-    return len(sentences(line, lang))
+    """Sentences in a line: English as datatrove counts them (spaCy's sentencizer over its tokens,
+    so "Mr." or "U.S." ends no sentence), Chinese by `sentences`."""
+    if lang == units.CHINESE:
+        return len(sentences(line, lang))
+    return units.english_sentence_count(line)
 
 
 def content_chars(line: str) -> int:
@@ -113,7 +119,7 @@ class C4Quality(MeasuredOp):
     def _line_rule(self, line: str, lang: str) -> tuple[str | None, str]:
         """The rule that removes `line` (None keeps it), and the line with citations cut out."""
         zh = lang == units.CHINESE
-        if self.max_word_length:
+        if self.max_word_length and len(line) > self.max_word_length:  # else no word can be too long
             words = _ZH_NON_HAN.findall(line) if zh else line.split()
             if any(len(w) > self.max_word_length for w in words):
                 return "too_long_word", line

@@ -13,8 +13,12 @@ switches that side off.
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
+from itertools import compress, filterfalse
+from operator import ne
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 
 from ..transform import units
@@ -92,7 +96,8 @@ class GopherQuality(MeasuredOp):
     per word token), `bullet_lines` (share of lines starting with "•" or "-"), `ellipsis_lines`
     (share of lines ending with "..." or "…"), `alpha_words` (share of word tokens with a letter, at
     least min_alpha_words_ratio; datatrove calls this max_non_alpha_words_ratio) and `stop_words`
-    (at least min_stop_words occurrences of stop words). Defaults: datatrove's, i.e. the paper's.
+    (at least min_stop_words different stop words: the paper's "at least two of the following
+    words", as datatrove counts them). Defaults: datatrove's, i.e. the paper's.
 
     Chinese (`zh` units): words are jieba's, punctuation tokens removed, so `symbol_ratio` and
     `alpha_words` count per real word (English counts punctuation tokens too, as NLTK does). A
@@ -149,10 +154,12 @@ class GopherQuality(MeasuredOp):
 
     def measure(self, text: str, lang: str) -> dict[str, float]:
         tokens = units.words(text, lang)
-        content = [w for w in tokens if not units.is_symbol(w)]
+        # Word count and mean length leave out punctuation tokens: for English those made only of
+        # datatrove's punctuation characters (as datatrove does), for Chinese jieba's P*/S* tokens.
+        symbolic = units.is_symbol if lang == units.CHINESE else units.is_punctuation
+        content = list(filterfalse(symbolic, tokens))
         n = len(tokens)
-        lines = units.lines(text)
-        stop = self._stop[lang]
+        lines = text.splitlines()
         return {
             "word_count": len(content),
             "mean_word_length": ratio(sum(map(len, content)), len(content)),
@@ -160,9 +167,14 @@ class GopherQuality(MeasuredOp):
             "ellipsis_ratio": ratio(text.count("...") + text.count("…"), n),
             "bullet_lines_ratio": ratio(sum(s.lstrip().startswith(("•", "-")) for s in lines), len(lines)),
             "ellipsis_lines_ratio": ratio(sum(s.rstrip().endswith(("...", "…")) for s in lines), len(lines)),
-            "alpha_words_ratio": ratio(sum(any(c.isalpha() for c in w) for w in tokens), n),
-            "stop_words": sum(w in stop for w in tokens),
+            "alpha_words_ratio": ratio(sum(map(_has_letter, tokens)), n),
+            "stop_words": len(self._stop[lang].intersection(tokens)),
         }
+
+
+@lru_cache(maxsize=65536)
+def _has_letter(token: str) -> bool:
+    return any(c.isalpha() for c in token)
 
 
 def duplicates(items: list[str]) -> tuple[int, int]:
@@ -178,26 +190,39 @@ def duplicates(items: list[str]) -> tuple[int, int]:
     return count, chars
 
 
-def _top_ngram_chars(grams: list[str]) -> int:
-    """Characters covered by the most frequent n-gram (its length times its count)."""
-    if not grams:
+def _top_ngram_chars(tokens: list[str], n: int, sep: str) -> int:
+    """Characters covered by the most frequent n-gram, joined by `sep` (its length times its count;
+    of equally frequent n-grams, the first)."""
+    if len(tokens) < n:
         return 0
-    gram, count = Counter(grams).most_common(1)[0]
-    return len(gram) * count
+    grams = Counter(zip(*(tokens[k:] for k in range(n))))
+    gram, count = grams.most_common(1)[0]
+    return (sum(map(len, gram)) + len(sep) * (n - 1)) * count
 
 
 def _duplicate_ngram_chars(tokens: list[str], n: int) -> int:
-    """Characters in n-grams that repeat an earlier one, skipping past each repeat (no overlaps)."""
-    seen: set[str] = set()
-    chars = i = 0
-    while i < len(tokens) - n + 1:
-        gram = "".join(tokens[i:i + n])
-        if gram in seen:
-            chars += len(gram)
-            i += n
+    """Characters in n-grams that repeat an earlier one, skipping past each repeat (no overlaps):
+    datatrove's loop (`find_all_duplicate`), with n-grams as tuples. The loop is only walked at the
+    positions whose n-gram occurred before; between them every n-gram is new."""
+    grams = list(zip(*(tokens[k:] for k in range(n))))
+    size = len(grams)
+    first = dict(zip(reversed(grams), range(size - 1, -1, -1)))  # n-gram -> its first position
+    if len(first) == size:
+        return 0
+    later = compress(range(size), map(ne, map(first.__getitem__, grams), range(size)))
+    seen: set[tuple[str, ...]] = set()  # n-grams seen again at a position that was not skipped
+    skipped: set[int] = set()
+    chars = start = 0
+    for i in later:
+        if i < start:
+            continue  # inside the n-gram just counted: skipped, so not seen
+        gram = grams[i]
+        if gram in seen or first[gram] not in skipped:
+            chars += sum(map(len, gram))
+            skipped.update(range(i + 1, i + n))
+            start = i + n
         else:
             seen.add(gram)
-            i += 1
     return chars
 
 
@@ -247,8 +272,78 @@ class GopherRepetition(MeasuredOp):
                   "dup_line_frac": ratio(line_dups, len(lines)), "dup_line_char_frac": ratio(line_chars, size)}
         tokens = units.words(text, lang)
         sep = "" if lang == units.CHINESE else " "
+        grams = NGrams(tokens) if len(tokens) >= NGrams.MIN_TOKENS else None
         for n in self.top_n_grams:
-            values[f"top_{n}_gram_frac"] = ratio(_top_ngram_chars(units.ngrams(tokens, n, sep)), size)
-        for n in self.dup_n_grams:
-            values[f"dup_{n}_gram_frac"] = ratio(_duplicate_ngram_chars(tokens, n), size)
+            chars = grams.top_chars(n, len(sep)) if grams else _top_ngram_chars(tokens, n, sep)
+            values[f"top_{n}_gram_frac"] = ratio(chars, size)
+        # A repeated n-gram contains a repeated m-gram for every m < n: once no n-gram repeats, no
+        # longer one does.
+        repeats = True
+        for n in sorted(self.dup_n_grams):
+            chars = 0
+            if repeats:
+                chars = grams.duplicate_chars(n) if grams else _duplicate_ngram_chars(tokens, n)
+            repeats = chars > 0
+            values[f"dup_{n}_gram_frac"] = ratio(chars, size)
         return values
+
+
+class NGrams:
+    """The n-grams of a long token list as 64-bit hashes (numpy), for the same counts as
+    `_top_ngram_chars` and `_duplicate_ngram_chars` at C speed. Two different n-grams share a hash
+    with a chance of about (tokens / 2**32)**2, i.e. never in practice."""
+
+    MIN_TOKENS = 400  # below this, building the arrays costs more than the plain loops
+    _MUL = np.uint64(0x9E3779B97F4A7C15)
+
+    def __init__(self, tokens: list[str]):
+        self.size = len(tokens)
+        self.hashes = np.fromiter(map(hash, tokens), dtype=np.int64, count=self.size).view(np.uint64)
+        self.ends = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=self.size), out=self.ends[1:])
+        self._keys = {1: self.hashes}
+
+    def keys(self, n: int) -> np.ndarray:
+        if n not in self._keys:
+            shorter = self.keys(n - 1)
+            with np.errstate(over="ignore"):
+                self._keys[n] = shorter[:-1] * self._MUL + self.hashes[n - 1:]
+        return self._keys[n]
+
+    def _first(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per n-gram position: the first position of the same n-gram; and the unique inverse."""
+        _, first, inverse = np.unique(self.keys(n), return_index=True, return_inverse=True)
+        return first[inverse], inverse
+
+    def top_chars(self, n: int, sep_len: int) -> int:
+        if self.size < n:
+            return 0
+        first_at, inverse = self._first(n)
+        counts = np.bincount(inverse)
+        best = counts.max()
+        at = int(first_at[counts[inverse] == best].min())  # of equally frequent n-grams, the first
+        return (int(self.ends[at + n] - self.ends[at]) + sep_len * (n - 1)) * int(best)
+
+    def duplicate_chars(self, n: int) -> int:
+        if self.size < n:
+            return 0
+        first_at, _ = self._first(n)
+        later = np.flatnonzero(first_at != np.arange(len(first_at))).tolist()
+        if not later:
+            return 0
+        first_at = first_at.tolist()
+        ends = self.ends
+        seen: set[int] = set()  # first positions of n-grams seen again at a position not skipped
+        skipped: set[int] = set()
+        chars = start = 0
+        for i in later:
+            if i < start:
+                continue
+            first = first_at[i]
+            if first in seen or first not in skipped:
+                chars += int(ends[i + n] - ends[i])
+                skipped.update(range(i + 1, i + n))
+                start = i + n
+            else:
+                seen.add(first)
+        return chars
