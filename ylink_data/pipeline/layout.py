@@ -18,7 +18,8 @@ import fsspec
 
 from ..io.fs import filesystem, join
 
-OWN_ENTRIES = ("data", "quarantine", "rejected", "_work", "manifest.json", "stats.json", "run.json")
+OWN_ENTRIES = ("data", "tiers", "quarantine", "rejected", "_work", "manifest.json", "stats.json", "run.json",
+               "report.html")
 
 
 @dataclass

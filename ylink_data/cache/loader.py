@@ -1,0 +1,362 @@
+"""`ShardLoader`: a run's documents as Arrow record batches, in a deterministic shuffled order, shared
+among ranks and DataLoader workers so that each document comes once per epoch, with an exact
+mid-epoch resume, also with another world size.
+
+Order, partition and remainder policy: see `ylink_data.cache.order` (a pure function of the
+manifest's row counts, seed, epoch, world size, workers and batch size). In short: rank r's batch j
+is a contiguous slice of the epoch order, every rank yields the same number of batches, the last
+step's rows are split evenly (sizes differ by at most one row; with fewer rows than ranks some last
+batches are empty), and DataLoader worker w of k reads the rank's batches w, w+k, ...
+
+State (`state_dict()`), a small JSON-able dict:
+    {"version": 1, "run": fingerprint of the manifest, "rows": N, "seed", "epoch", "shuffle",
+     "block_rows", "window_blocks",
+     "consumed": epoch position reached (see below),
+     "partition": {"start", "world_size", "batch_size", "num_workers", "worker", "steps"} or None}
+`partition.steps` is J = (the rank batch number of the last batch this loader yielded) + 1, i.e. how
+many of its rank's batches the consumer has received at the moment it receives that batch, and
+`consumed = start + J * world_size * batch_size` (N once the epoch is over): where the epoch stands
+for every rank. It does not mention the rank: every rank of a synchronous job has the same state,
+so one rank's checkpoint serves all.
+
+Resume (`load_state_dict(state)`):
+  * the state's partition has this loader's world size, batch size, worker count and worker index:
+    the loader continues its own batches after J (the same sequence as without the interruption;
+    this is what torchdata's StatefulDataLoader does, giving each worker its own state back);
+  * otherwise (another world size, batch size or worker count: elastic) a new partition starts at
+    `consumed`: the rest of the epoch, shared among the new ranks, each document once. With the
+    same world size and batch size this is again exactly the uninterrupted sequence.
+  * A state from one of several DataLoader workers (num_workers > 1) is only that worker's view:
+    its `consumed` lags behind the consumer's when another worker delivered the last batch, so it
+    cannot seed another shape and loading it there raises. `merge_states(all workers' states)`
+    gives the consumer's position (the largest J: the consumer receives a rank's batches in order).
+  Resume is exact at batch boundaries the consumer received; batches read ahead but not received
+  are read again after a resume, as they must be.
+
+Reading: only the needed row groups of a shard are read (`ParquetFile.read_row_groups`, `columns`
+applied), decoded blocks are kept while the next batches use them, and a batch is assembled in a
+background thread while the previous one is consumed (`readahead`). With `cache_dir` the shards
+come through the node-local shard cache (`ylink_data.cache.store`) and its prefetcher is given the
+shards in the order this loader will read them; without it, straight through fsspec.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections import OrderedDict, deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import YlinkError
+from ..io.fs import full_url, join
+from ..runs import open_run
+from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, Partition
+
+STATE_VERSION = 1
+_OPEN_SHARDS = 16     # shard files kept open (a shuffle window spans a few shards)
+_DECODED_BLOCKS = 4   # decoded blocks kept: a worker's next batch is often in the same block
+_CONFIG_KEYS = ("run", "rows", "seed", "shuffle", "block_rows", "window_blocks")
+
+
+def run_fingerprint(shards: Sequence[dict[str, Any]]) -> str:
+    """Identifies a run's content for states: the shards' paths, row counts and checksums."""
+    key = json.dumps([[s["path"], int(s["rows"]), s.get("sha256")] for s in shards])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+class ShardLoader:
+    """Iterates `pyarrow.RecordBatch`es of up to `batch_size` rows of a run (a run folder, local or
+    any fsspec URL): the batches of `rank` of `world_size`, and among those the ones of DataLoader
+    worker `worker` of `num_workers`, for `epoch`. Iterating continues from the current position
+    to the end of the epoch (nothing more after it); `set_epoch()` starts another epoch.
+    `block_rows` and `window_blocks` shape the shuffle (see `order`); `readahead` batches are
+    assembled ahead in a thread (0: none)."""
+
+    def __init__(self, url: str, *, cache_dir: str | None = None, max_cache_bytes: int | None = None,
+                 rank: int = 0, world_size: int = 1, num_workers: int = 1, worker: int = 0, seed: int = 0,
+                 epoch: int = 0, batch_size: int = 1024, shuffle: bool = True, columns: Sequence[str] | None = None,
+                 storage_options: dict[str, Any] | None = None, block_rows: int = BLOCK_ROWS,
+                 window_blocks: int = WINDOW_BLOCKS, readahead: int = 1, manifest: dict[str, Any] | None = None):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
+        if not 0 <= worker < num_workers:
+            raise ValueError(f"worker {worker} outside 0..{num_workers - 1}")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.url, self.storage_options = url, storage_options
+        self.cache_dir, self.max_cache_bytes = cache_dir, max_cache_bytes
+        self.rank, self.world_size, self.num_workers, self.worker = rank, world_size, num_workers, worker
+        self.seed, self.batch_size, self.shuffle = int(seed), int(batch_size), bool(shuffle)
+        self.columns = list(columns) if columns is not None else None
+        self.block_rows, self.window_blocks, self.readahead = int(block_rows), int(window_blocks), int(readahead)
+        run = open_run(url, storage_options)
+        self._fs, self._root = run.fs, run.root
+        self.manifest = manifest if manifest is not None else run.manifest
+        self.shards: list[dict[str, Any]] = list(self.manifest["shards"])
+        self.fingerprint = run_fingerprint(self.shards)
+        self.num_rows = sum(int(s["rows"]) for s in self.shards)
+        self._order: EpochOrder | None = None
+        self.epoch = int(epoch)
+        EpochOrder([], seed=self.seed, epoch=self.epoch)  # validates seed and epoch up front
+        self._start, self._done = 0, 0
+
+    # -- order and position -------------------------------------------------------------------
+    @property
+    def order(self) -> EpochOrder:
+        if self._order is None or self._order.epoch != self.epoch:
+            self._order = EpochOrder([int(s["rows"]) for s in self.shards], seed=self.seed, epoch=self.epoch,
+                                     shuffle=self.shuffle, block_rows=self.block_rows, window_blocks=self.window_blocks)
+        return self._order
+
+    @property
+    def partition(self) -> Partition:
+        return Partition(self.num_rows, self._start, self.world_size, self.batch_size, self.num_workers)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its beginning."""
+        EpochOrder([], seed=self.seed, epoch=epoch)
+        self.epoch, self._start, self._done = int(epoch), 0, 0
+
+    def steps(self) -> range:
+        """The rank batch numbers this loader yields from its position, in order."""
+        return self.partition.worker_steps(self.worker, self._done)
+
+    def __len__(self) -> int:
+        return len(self.steps())
+
+    def batch_positions(self, step: int) -> tuple[int, int]:
+        """Epoch positions [a, b) of this rank's batch `step` of the current partition."""
+        return self.partition.batch(self.rank, step)
+
+    # -- state --------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        p = self.partition
+        return {"version": STATE_VERSION, "run": self.fingerprint, "rows": self.num_rows, "seed": self.seed,
+                "epoch": self.epoch, "shuffle": self.shuffle, "block_rows": self.block_rows,
+                "window_blocks": self.window_blocks, "consumed": p.consumed(self._done),
+                "partition": {"start": self._start, "world_size": self.world_size, "batch_size": self.batch_size,
+                              "num_workers": self.num_workers, "worker": self.worker, "steps": self._done}}
+
+    def check_state(self, state: dict[str, Any]) -> None:
+        """Raise ValueError, naming the key, when `state` is not a position in this loader's run and
+        order (another run, seed, shuffle or block shape would make the position meaningless)."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise ValueError(f"not a ShardLoader state of version {STATE_VERSION}: {state!r:.200}")
+        mine = self.state_dict()
+        for key in _CONFIG_KEYS:
+            if state.get(key) != mine[key]:
+                raise ValueError(f"state[{key!r}] is {state.get(key)!r} but this loader has {mine[key]!r}"
+                                 + (" (the state belongs to another run)" if key in ("run", "rows") else ""))
+        if not 0 <= int(state["consumed"]) <= self.num_rows:
+            raise ValueError(f"state['consumed'] {state['consumed']} outside 0..{self.num_rows}")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.check_state(state)
+        self.epoch = int(state["epoch"])
+        p = state.get("partition")
+        if p and (p["world_size"], p["batch_size"], p["num_workers"], p["worker"]) == \
+                (self.world_size, self.batch_size, self.num_workers, self.worker):
+            self._start, self._done = int(p["start"]), int(p["steps"])
+            return
+        if p and p["num_workers"] > 1 and p["steps"] > 0:
+            raise ValueError(
+                f"this state is DataLoader worker {p['worker']}'s of {p['num_workers']}: it resumes only that "
+                f"worker (same world size, batch size and workers); merge all workers' states with "
+                f"merge_states() to resume with another shape")
+        self._start, self._done = int(state["consumed"]), 0
+
+    def state_after(self, batches: int) -> dict[str, Any]:
+        """The state once a consumer that iterates this rank's batches from this loader's position
+        (through any number of DataLoader workers, which deliver them in order) has received
+        `batches` of them: a position-only state, loadable with any world size or workers."""
+        if self.num_workers > 1 and self._done > 0:
+            raise ValueError("a DataLoader worker's loader that has yielded batches does not know the consumer's "
+                             "position; use merge_states() on all workers' states")
+        state = self.state_dict()
+        state["consumed"], state["partition"] = self.partition.consumed(self._done + batches), None
+        return state
+
+    # -- reading ------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        steps = iter(self.steps())
+        partition, order = self.partition, self.order
+        with contextlib.ExitStack() as stack:
+            reader = _Reader(self, order, stack)
+            reader.schedule([partition.batch(self.rank, j) for j in self.steps()])
+            if self.readahead <= 0:
+                for j in steps:
+                    batch = reader.batch(*partition.batch(self.rank, j))
+                    self._done = j + 1
+                    yield batch
+                return
+            pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="ylink-loader"))
+            pending: deque = deque()
+            for j in steps:
+                pending.append((j, pool.submit(reader.batch, *partition.batch(self.rank, j))))
+                if len(pending) > self.readahead:
+                    break
+            while pending:
+                j, future = pending.popleft()
+                batch = future.result()
+                nxt = next(steps, None)
+                if nxt is not None:
+                    pending.append((nxt, pool.submit(reader.batch, *partition.batch(self.rank, nxt))))
+                self._done = j + 1
+                yield batch
+
+    def shard_url(self, index: int) -> str:
+        return full_url(self._fs, join(self._root, self.shards[index]["path"]))
+
+
+def merge_states(states: Sequence[dict[str, Any]], extra_steps: int = 0) -> dict[str, Any]:
+    """The consumer's position from the states of all DataLoader workers of one rank (for example
+    the worker snapshots in a StatefulDataLoader state), plus `extra_steps` batches received after
+    them: a position-only state, loadable with any world size or number of workers."""
+    if not states:
+        raise ValueError("no states to merge")
+    first = states[0]
+    for s in states[1:]:
+        for key in ("version", "epoch", *_CONFIG_KEYS):
+            if s.get(key) != first.get(key):
+                raise ValueError(f"states disagree on {key!r}: {first.get(key)!r} vs {s.get(key)!r}")
+    parts = [s.get("partition") for s in states]
+    if any(parts):
+        if not all(parts):
+            raise ValueError("cannot merge worker states with position-only states")
+        shape = {(p["start"], p["world_size"], p["batch_size"], p["num_workers"]) for p in parts}
+        if len(shape) != 1:
+            raise ValueError(f"states come from different partitions: {sorted(shape)}")
+        start, world_size, batch_size, num_workers = shape.pop()
+        if sorted(p["worker"] for p in parts) != list(range(num_workers)):
+            raise ValueError(f"need the states of all {num_workers} workers, got workers "
+                             f"{sorted(p['worker'] for p in parts)}")
+        steps = max(p["steps"] for p in parts) + extra_steps
+        consumed = Partition(int(first["rows"]), start, world_size, batch_size, num_workers).consumed(steps)
+    else:
+        if extra_steps:
+            raise ValueError("extra_steps needs worker states (they carry the batch shape)")
+        consumed = max(int(s["consumed"]) for s in states)
+    return {**first, "consumed": consumed, "partition": None}
+
+
+class _Reader:
+    """Reads a loader's batches from one thread at a time: the shards' row groups that a block
+    needs, decoded blocks kept a little (a worker's next batch is often in the same block)."""
+
+    def __init__(self, loader: ShardLoader, order: EpochOrder, stack: contextlib.ExitStack):
+        self.loader, self.order, self.columns = loader, order, loader.columns
+        self._open: OrderedDict[int, tuple[contextlib.ExitStack, pq.ParquetFile, np.ndarray]] = OrderedDict()
+        self._blocks: OrderedDict[int, tuple[pa.Table, np.ndarray]] = OrderedDict()
+        self._cache = self._prefetcher = None
+        self._refs: list[Any] = []
+        self._uses: list[int] = []
+        self._cursor = 0
+        if loader.cache_dir is not None:
+            self._cache, self._refs, self._prefetcher = _open_cache(loader)
+            if self._prefetcher is not None:
+                stack.callback(self._prefetcher.close)
+        stack.callback(self.close)
+
+    def schedule(self, batches: list[tuple[int, int]]) -> None:
+        """Give the prefetcher the shards the batches read, in reading order (one entry per change
+        of shard, so a shard that the shuffle window returns to appears again)."""
+        if self._prefetcher is None:
+            return
+        uses: list[int] = []
+        for a, b in batches:
+            for block, _, _ in self.order.pieces(a, b):
+                shard = int(self.order.block_shard[block])
+                if not uses or uses[-1] != shard:
+                    uses.append(shard)
+        self._uses, self._cursor = uses, 0
+        self._prefetcher.schedule([self._refs[s] for s in uses])
+
+    def _advance(self, shard: int) -> None:
+        """Tell the prefetcher that the reader is at its next use of `shard`."""
+        if self._prefetcher is None:
+            return
+        for i in range(self._cursor, min(len(self._uses), self._cursor + 2 * _DECODED_BLOCKS + 2)):
+            if self._uses[i] == shard:
+                self._cursor = i
+                self._prefetcher.advance(i)
+                return
+
+    def shard(self, index: int) -> tuple[pq.ParquetFile, np.ndarray]:
+        if index in self._open:
+            self._open.move_to_end(index)
+            return self._open[index][1:]
+        stack = contextlib.ExitStack()
+        if self._cache is not None:
+            source = stack.enter_context(self._cache.get(self._refs[index]))
+        else:
+            path = join(self.loader._root, self.loader.shards[index]["path"])
+            source = stack.enter_context(self.loader._fs.open(path, "rb"))
+        file = pq.ParquetFile(source)
+        meta = file.metadata
+        starts = np.concatenate([[0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])])
+        self._open[index] = (stack, file, starts)
+        while len(self._open) > _OPEN_SHARDS:
+            self._open.popitem(last=False)[1][0].close()
+        return file, starts
+
+    def block(self, block: int) -> tuple[pa.Table, np.ndarray]:
+        """The block's rows (in shard order) and its row order relative to the block's start."""
+        if block in self._blocks:
+            self._blocks.move_to_end(block)
+            return self._blocks[block]
+        shard = int(self.order.block_shard[block])
+        first, n = int(self.order.block_start[block]), int(self.order.block_len[block])
+        self._advance(shard)
+        file, starts = self.shard(shard)
+        g0 = int(np.searchsorted(starts, first, side="right")) - 1
+        g1 = int(np.searchsorted(starts, first + n, side="left"))
+        table = file.read_row_groups(list(range(g0, g1)), columns=self.columns)
+        table = table.slice(first - int(starts[g0]), n)
+        if table.num_rows != n:
+            raise YlinkError(f"{self.loader.shard_url(shard)} has fewer rows than its manifest entry "
+                             f"({self.loader.shards[shard]['rows']}): the run changed after its manifest was written")
+        entry = (table, self.order.block_rows_order(block) - first)
+        self._blocks[block] = entry
+        while len(self._blocks) > _DECODED_BLOCKS:
+            self._blocks.popitem(last=False)
+        return entry
+
+    def batch(self, a: int, b: int) -> pa.RecordBatch:
+        """The rows at epoch positions a..b-1, in that order, as one record batch."""
+        parts = []
+        for block, first, last in self.order.pieces(a, b):
+            table, rows = self.block(block)
+            parts.append(table.take(pa.array(rows[first:last])))
+        if not parts:
+            file, _ = self.shard(int(self.order.block_shard[0]))
+            schema = file.schema_arrow if self.columns is None else \
+                pa.schema([file.schema_arrow.field(c) for c in self.columns])
+            return pa.RecordBatch.from_pylist([], schema=schema)
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
+        return table.combine_chunks().to_batches()[0]
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1][0].close()
+        self._blocks.clear()
+
+
+def _open_cache(loader: ShardLoader):
+    """The node-local shard cache and its prefetcher for `loader` (ylink_data.cache.store and
+    .prefetch): the one place the loader meets the cache."""
+    try:
+        from .prefetch import Prefetcher
+        from .store import ShardCache, run_shards
+    except ImportError as exc:
+        raise YlinkError(f"cache_dir needs the shard cache (ylink_data.cache.store), which cannot be imported: {exc}") \
+            from None
+    cache = ShardCache(loader.cache_dir, max_bytes=loader.max_cache_bytes, storage_options=loader.storage_options)
+    refs = run_shards(loader.url, loader.storage_options)
+    if len(refs) != len(loader.shards):
+        raise YlinkError(f"the manifest of {loader.url} changed while it was being read")
+    return cache, refs, Prefetcher(cache)

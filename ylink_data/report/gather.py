@@ -1,0 +1,276 @@
+"""Everything the report shows, gathered from a finished run out of core.
+
+Counts come from stats.json (exact). Bytes are text bytes (UTF-8) of the documents: the kept
+shards' `text`, and per stage the `text` of the documents `rejected/` holds (as they were when
+dropped); with `keep_rejected` off only the output's bytes and the raw input bytes are known.
+Distributions come from at most `max_rows` kept and `max_rows` dropped documents: the first rows of
+each file, split evenly across files (stated in the report).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..runs import Run
+from ..schema import DOCUMENT_SCHEMA
+from .sampling import BottomK, file_schema, iter_batches, kept_files, rejected_files
+
+# Numeric columns shown as distributions besides the measure columns of annotate mode.
+SCORE_COLUMNS = ("lang_score", "quality_score")
+DUP_COLUMNS = ("dup_cluster_id", "dup_cluster_size")
+SAMPLE_COLUMNS = ["id", "text", "url", "lang", "lang_score", "quality_score", "reason"]
+
+
+@dataclass
+class StageRow:
+    index: int
+    name: str
+    docs_in: int
+    docs_out: int
+    dropped: dict[str, int]
+    quarantined: int
+    seconds: float
+    counters: dict[str, int]
+    bytes_out: int | None = None  # text bytes of the documents after this stage, when known
+
+    @property
+    def docs_per_second(self) -> float | None:
+        return self.docs_in / self.seconds if self.seconds > 0 else None
+
+
+@dataclass
+class ReasonRow:
+    reason: str
+    stage: str
+    count: int
+    bytes: int | None = None
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Threshold:
+    low: float | None
+    high: float | None
+    label: str  # the op and languages it applies to
+
+
+@dataclass
+class ReportData:
+    url: str
+    manifest: dict[str, Any]
+    stats: dict[str, Any]
+    info: dict[str, Any]
+    keep_rejected: bool
+    stages: list[StageRow]
+    reasons: list[ReasonRow]
+    bytes_note: str
+    kept_bytes: int
+    kept_rows_read: int
+    rejected_rows_read: int
+    sample_note: str
+    lengths_by_lang: dict[str, list[int]]  # characters of kept documents (sample)
+    lang_counts: Counter  # all kept documents
+    dropped_lang_counts: Counter  # dropped documents with a language (sample)
+    numeric: dict[str, dict[str, list[float]]]  # column -> {"kept": values, "dropped later": values}
+    thresholds: dict[str, list[Threshold]]
+    cluster_sizes: Counter | None  # clusters by size, when the run wrote dup_cluster_* columns
+    quarantine: list[dict[str, Any]]
+
+    @property
+    def measure_columns(self) -> list[str]:
+        return [c for c in self.numeric if c not in SCORE_COLUMNS]
+
+
+def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, seed: int = 0) -> ReportData:
+    stats, info = run.stats, _info(run)
+    keep_rejected = bool(info.get("config", {}).get("output", {}).get("keep_rejected"))
+    stages = [StageRow(i, s["name"], s["in"], s["out"], dict(s.get("dropped", {})), s.get("quarantined", 0),
+                       float(s.get("seconds", 0.0)), dict(s.get("counters", {}))) for i, s in enumerate(stats["stages"])]
+    stage_of_reason = {r: st.name for st in stages for r in st.dropped}
+    base = {f.name for f in DOCUMENT_SCHEMA}
+
+    # ---- kept documents: exact bytes and languages (two narrow columns), a sample for the rest
+    files = kept_files(run)
+    per_file = math.ceil(max_rows / len(files)) if files else 0
+    kept_bytes, lang_counts = 0, Counter()
+    lengths: dict[str, list[int]] = defaultdict(list)
+    numeric: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"kept": [], "dropped later": []})
+    clusters: dict[str, int] = {}
+    for path in files:
+        schema = file_schema(run, path)
+        num_cols = _numeric_columns(schema, base)
+        seen = 0
+        for table in iter_batches(run, path, ["text", "lang", *num_cols, *DUP_COLUMNS]):
+            kept_bytes += pc.sum(pc.binary_length(table.column("text"))).as_py() or 0
+            lang_counts.update(_langs(table))
+            _add_clusters(clusters, table)
+            if seen < per_file:
+                part = table.slice(0, per_file - seen)
+                seen += part.num_rows
+                for lang, n in zip(_langs(part), pc.utf8_length(part.column("text")).to_pylist()):
+                    lengths[lang].append(n or 0)
+                for c in num_cols:
+                    numeric[c]["kept"] += _values(part, c)
+
+    # ---- dropped documents: bytes per stage and reason, samples per reason, dropped distributions
+    rejected = rejected_files(run)
+    per_rejected = math.ceil(max_rows / len(rejected)) if rejected else 0
+    reason_bytes: Counter = Counter()
+    reason_rows: Counter = Counter()
+    stage_bytes: Counter = Counter()
+    samplers: dict[str, BottomK] = {}
+    dropped_langs: Counter = Counter()
+    rejected_read = 0
+    for stage, path in rejected:
+        schema = file_schema(run, path)
+        num_cols = _numeric_columns(schema, base)
+        seen = 0
+        for table in iter_batches(run, path, [*SAMPLE_COLUMNS, *num_cols, *DUP_COLUMNS]):
+            nbytes = pc.binary_length(table.column("text")).to_pylist()
+            reasons = table.column("reason").to_pylist()
+            for r, b in zip(reasons, nbytes):
+                reason_bytes[r] += b or 0
+                reason_rows[r] += 1
+            stage_bytes[stage] += sum(b or 0 for b in nbytes)
+            _add_clusters(clusters, table)
+            sample_cols = [c for c in SAMPLE_COLUMNS if c in table.column_names]
+            for r in set(reasons):
+                sampler = samplers.setdefault(r, BottomK(samples_per_reason, seed))
+                sampler.add(table.select(sample_cols).filter(pc.equal(table.column("reason"), r)))
+            if seen < per_rejected:
+                part = table.slice(0, per_rejected - seen)
+                seen += part.num_rows
+                dropped_langs.update(lang for lang in part.column("lang").to_pylist() if lang)
+                for c in num_cols:
+                    numeric[c]["dropped later"] += _values(part, c)
+        rejected_read += seen
+
+    # ---- the funnel by bytes
+    complete = keep_rejected and all(
+        reason_rows.get(r, 0) == n for st in stages[1:] for r, n in st.dropped.items())
+    if keep_rejected:
+        after = kept_bytes
+        for st in reversed(stages):
+            st.bytes_out = after
+            after += stage_bytes.get(st.index, 0)
+        note = ("Bytes are UTF-8 text bytes: the kept documents' final text plus, for each later stage, the "
+                "text of the documents it dropped as it was when dropped (rejected/). Text changed by an op "
+                "(extraction, normalisation, line removal) is counted as it was at the end or when dropped, "
+                "so the bytes after `read` are main-text bytes, not raw HTML (raw input bytes: see the summary).")
+        if not complete:
+            note += (" Some dropped documents are missing from rejected/ (quarantined documents, or a run resumed "
+                     "with another keep_rejected): bytes before those stages are a lower bound.")
+    else:
+        stages[-1].bytes_out = kept_bytes
+        note = ("keep_rejected is off: only the output's text bytes and the raw input bytes are known. Rerun with "
+                "`output.keep_rejected: true` for bytes after each stage and samples of dropped documents.")
+    if stats.get("quarantined"):
+        note += " Quarantined documents have no text in the run and count for no bytes."
+    if all("bytes_out" in s for s in stats["stages"]):  # stats.json that counts bytes per stage
+        for st, s in zip(stages, stats["stages"]):
+            st.bytes_out = s["bytes_out"]
+        note = "Bytes are UTF-8 text bytes after each stage, as the run counted them (stats.json)."
+
+    reasons = []
+    for st in stages:
+        for r, n in sorted(st.dropped.items(), key=lambda kv: -kv[1]):
+            sample = samplers[r].table() if r in samplers else None
+            reasons.append(ReasonRow(r, stage_of_reason.get(r, st.name), n,
+                                     reason_bytes.get(r) if r in reason_rows else None,
+                                     sample.to_pylist() if sample is not None else []))
+    kept_sampled = sum(len(v) for v in lengths.values())
+    sample_note = (f"Distributions of kept documents: {kept_sampled:,} of {stats['output_records']:,} "
+                   f"(the first {per_file:,} rows of each of {len(files)} shard(s)).")
+    if rejected:
+        sample_note += (f" Dropped documents: {rejected_read:,} of {sum(reason_rows.values()):,} in rejected/ "
+                        f"(the first {per_rejected:,} rows of each of {len(rejected)} file(s)); a column an op "
+                        "adds exists only for documents dropped after that op.")
+    numeric = {c: v for c, v in sorted(numeric.items(), key=lambda kv: _column_order(kv[0])) if v["kept"] or v["dropped later"]}
+    return ReportData(
+        url=run.url, manifest=run.manifest, stats=stats, info=info, keep_rejected=keep_rejected, stages=stages,
+        reasons=reasons, bytes_note=note, kept_bytes=kept_bytes, kept_rows_read=kept_sampled,
+        rejected_rows_read=rejected_read, sample_note=sample_note, lengths_by_lang=dict(lengths),
+        lang_counts=lang_counts, dropped_lang_counts=dropped_langs, numeric=numeric,
+        thresholds=thresholds(info, list(numeric)),
+        cluster_sizes=Counter(clusters.values()) if clusters else None, quarantine=run.quarantine())
+
+
+def thresholds(info: dict[str, Any], columns: list[str]) -> dict[str, list[Threshold]]:
+    """The bounds each measure column is checked against, from the run's ops and their parameters
+    (ops with `rules()`: Gopher, C4, FineWeb), per language where they differ."""
+    from ..stages import build_op
+
+    out: dict[str, list[Threshold]] = defaultdict(list)
+    for name, params in info.get("fingerprinted", {}).get("stages", []):
+        try:
+            op = build_op(name, params)
+        except (KeyError, TypeError, ValueError):
+            continue
+        score_column = getattr(op, "score_column", None)
+        if score_column in columns:  # quality_classifier: min_score or tiers
+            if getattr(op, "min_score", None) is not None:
+                out[score_column].append(Threshold(op.min_score, None, f"{name} min_score"))
+            for tier, low in getattr(op, "tiers", None) or []:
+                out[score_column].append(Threshold(low, None, f"{name} tier {tier}"))
+        rules, prefix = getattr(op, "rules", None), getattr(op, "column_prefix", None)
+        if rules is None or prefix is None:
+            continue
+        by_bounds: dict[tuple[str, Any, Any], list[str]] = defaultdict(list)
+        for lang in ("en", "zh"):
+            try:
+                for _, measure, low, high in rules(lang):
+                    by_bounds[(measure, low, high)].append(lang)
+            except (KeyError, NotImplementedError):
+                continue
+        for (measure, low, high), langs in by_bounds.items():
+            column = f"{prefix}{measure}"
+            if column in columns and (low is not None or high is not None):
+                out[column].append(Threshold(low, high, f"{name} ({', '.join(langs)})"))
+    return dict(out)
+
+
+def _info(run: Run) -> dict[str, Any]:
+    try:
+        return run.info
+    except FileNotFoundError:
+        return {}
+
+
+def _numeric_columns(schema: pa.Schema, base: set[str]) -> list[str]:
+    """Numeric columns ops added (measures of annotate mode, scores) and the language score."""
+    return [f.name for f in schema if (f.name not in base or f.name in SCORE_COLUMNS)
+            and f.name not in DUP_COLUMNS and not f.name.startswith("__")
+            and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
+
+
+def _langs(table: pa.Table) -> list[str]:
+    if "lang" not in table.column_names:
+        return ["?"] * table.num_rows
+    return [lang or "?" for lang in table.column("lang").to_pylist()]
+
+
+def _values(table: pa.Table, column: str) -> list[float]:
+    if column not in table.column_names:
+        return []
+    return [float(v) for v in table.column(column).to_pylist() if v is not None and not _nan(v)]
+
+
+def _nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _add_clusters(clusters: dict[str, int], table: pa.Table) -> None:
+    if not all(c in table.column_names for c in DUP_COLUMNS):
+        return
+    for cid, size in zip(table.column("dup_cluster_id").to_pylist(), table.column("dup_cluster_size").to_pylist()):
+        if cid is not None and size is not None:
+            clusters[cid] = size
+
+
+def _column_order(column: str) -> tuple[int, str]:
+    return (SCORE_COLUMNS.index(column) if column in SCORE_COLUMNS else len(SCORE_COLUMNS), column)
