@@ -54,6 +54,19 @@ def test_accounting_invariant_holds(quickstart_run):
     assert read["dropped"]["warc_request"] > 0 and read["dropped"]["warc_metadata"] > 0
     for before, after in zip(stats["stages"], stats["stages"][1:]):
         assert after["in"] == before["out"]
+        assert after["bytes_in"] == before["bytes_out"]  # text bytes flow from stage to stage
+    assert read["bytes_in"] == stats["input_bytes"] > 0 and read["bytes_out"] > 0  # compressed in, text out
+    extract = stats["stages"][1]
+    assert extract["bytes_out"] < extract["bytes_in"] / 2  # HTML in, main text out
+    for stage in stats["stages"][2:]:
+        if stage["name"] != "normalize":  # filters drop whole documents: never more bytes out
+            assert stage["bytes_out"] <= stage["bytes_in"]
+
+
+def test_bytes_out_of_the_last_stage_are_the_kept_text(quickstart_run):
+    out, stats = quickstart_run
+    texts = ylink_data.open_run(str(out)).to_arrow().column("text").to_pylist()
+    assert stats["stages"][-1]["bytes_out"] == sum(len(t.encode()) for t in texts)
 
 
 def test_documents_follow_the_schema_with_english_and_chinese(quickstart_run):

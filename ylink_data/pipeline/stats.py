@@ -19,11 +19,16 @@ class StageStats:
     quarantined: int = 0
     seconds: float = 0.0
     counters: Counter = field(default_factory=Counter)
+    # UTF-8 bytes of the documents' text going in and out (for `read`: the input bytes read, and
+    # the text of the documents made from them)
+    bytes_in: int = 0
+    bytes_out: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "out": self.docs_out,
                                "dropped": dict(sorted(self.dropped.items())), "quarantined": self.quarantined,
-                               "seconds": round(self.seconds, 3)}
+                               "seconds": round(self.seconds, 3), "bytes_in": self.bytes_in,
+                               "bytes_out": self.bytes_out}
         if self.counters:
             out["counters"] = dict(sorted(self.counters.items()))
         return out
@@ -31,7 +36,7 @@ class StageStats:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "StageStats":
         return cls(d["name"], d["in"], d["out"], Counter(d.get("dropped", {})), d.get("quarantined", 0),
-                   d.get("seconds", 0.0), Counter(d.get("counters", {})))
+                   d.get("seconds", 0.0), Counter(d.get("counters", {})), d.get("bytes_in", 0), d.get("bytes_out", 0))
 
     def add(self, other: "StageStats") -> None:
         self.docs_in += other.docs_in
@@ -40,6 +45,8 @@ class StageStats:
         self.quarantined += other.quarantined
         self.seconds += other.seconds
         self.counters.update(other.counters)
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
 
 
 @dataclass

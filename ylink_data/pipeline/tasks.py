@@ -153,8 +153,10 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
     cols: dict[str, list] = {name: [] for name in DOCUMENT_SCHEMA.names}
     text_bytes = 0
     for split in spec.splits:
-        stats.input_bytes += ((split.end if split.end is not None else split.size or 0) - split.start
-                              if split.format != "parquet" else (split.size or 0))
+        split_bytes = ((split.end if split.end is not None else split.size or 0) - split.start
+                       if split.format != "parquet" else (split.size or 0))
+        stats.input_bytes += split_bytes
+        read.bytes_in += split_bytes
         started = time.perf_counter()
         inline = spec.inline.get(split.url)
         if inline is not None and not isinstance(inline, bytes):
@@ -178,7 +180,9 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                     text_bytes += len(item.text)
                     if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
                         read.seconds += time.perf_counter() - started
-                        yield _document_table(cols)
+                        table = _document_table(cols)
+                        read.bytes_out += text_bytes_of(table)
+                        yield table
                         started = time.perf_counter()
                         cols = {name: [] for name in DOCUMENT_SCHEMA.names}
                         text_bytes = 0
@@ -191,7 +195,14 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                                     "reason": "unreadable", "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:
-        yield _document_table(cols)
+        table = _document_table(cols)
+        read.bytes_out += text_bytes_of(table)
+        yield table
+
+
+def text_bytes_of(table: pa.Table) -> int:
+    """UTF-8 bytes of a batch's text column."""
+    return int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0) if table.num_rows else 0
 
 
 def _document_table(cols: dict[str, list]) -> pa.Table:
@@ -219,6 +230,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                 rows = range(row, row + n)
                 row += n
                 stage.docs_in += n
+                stage.bytes_in += text_bytes_of(table)
                 reasons = [decisions.reasons.get(r) for r in rows]
                 for column, values in decisions.columns.items():
                     table = table.append_column(column, pa.array([values.get(r) for r in rows],
@@ -230,6 +242,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                     out.reject(idx, table.filter(pc.invert(keep)), dropped)
                     table = table.filter(keep)
                 stage.docs_out += table.num_rows
+                stage.bytes_out += text_bytes_of(table)
                 stage.seconds += time.perf_counter() - started
                 if table.num_rows:
                     yield table
@@ -273,6 +286,7 @@ def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
 def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:
     stage = stats.stage(idx, name)
     started = time.perf_counter()
+    stage.bytes_in += text_bytes_of(table)
     result = op.process(table)
     table = result.table
     n = table.num_rows
@@ -299,6 +313,7 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
     if not all(keep):
         table = table.filter(pa.array(keep))
     stage.docs_out += table.num_rows
+    stage.bytes_out += text_bytes_of(table)
     stage.seconds += time.perf_counter() - started
     return table
 

@@ -151,9 +151,13 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
         rejected_read += seen
 
     # ---- the funnel by bytes
-    complete = keep_rejected and all(
-        reason_rows.get(r, 0) == n for st in stages[1:] for r, n in st.dropped.items())
-    if keep_rejected:
+    if all("bytes_out" in s for s in stats["stages"]):  # the run counted text bytes per stage
+        for st, s in zip(stages, stats["stages"]):
+            st.bytes_out = s["bytes_out"]
+        note = ("Bytes are UTF-8 text bytes after each stage, as the run counted them (stats.json): after `read` "
+                "the records' text as read (HTML for web pages), after extraction the main text.")
+    elif keep_rejected:  # runs made before stats.json counted bytes: rebuild from output + rejected/
+        complete = all(reason_rows.get(r, 0) == n for st in stages[1:] for r, n in st.dropped.items())
         after = kept_bytes
         for st in reversed(stages):
             st.bytes_out = after
@@ -171,10 +175,6 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
                 "`output.keep_rejected: true` for bytes after each stage and samples of dropped documents.")
     if stats.get("quarantined"):
         note += " Quarantined documents have no text in the run and count for no bytes."
-    if all("bytes_out" in s for s in stats["stages"]):  # stats.json that counts bytes per stage
-        for st, s in zip(stages, stats["stages"]):
-            st.bytes_out = s["bytes_out"]
-        note = "Bytes are UTF-8 text bytes after each stage, as the run counted them (stats.json)."
 
     reasons = []
     for st in stages:
