@@ -1,5 +1,6 @@
 """`ylink cache ...`: the node-local shard cache from the command line. `warm` pulls a run's shards
-into it. Each action is an `_add_<action>` function plus a `run_<action>` function; the options every
+into it; `mount` serves a run read-only as files (FUSE), filled from the cache with prefetch. Each
+action is an `_add_<action>` function plus a `run_<action>` function; the options every
 action shares (cache folder, budget, storage options) come from `_add_cache_options`."""
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="the node-local shard cache (warm)")
+    p = sub.add_parser("cache", help="the node-local shard cache (warm, mount)")
     csub = p.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
     _add_warm(csub)
+    _add_mount(csub)
 
 
 def _add_cache_options(p: argparse.ArgumentParser) -> None:
@@ -88,6 +90,94 @@ def run_warm(args: argparse.Namespace) -> int:
     rate = f", {need / seconds / 1e6:.1f} MB/s" if need and seconds > 0 else ""
     print(f"{args.url}: {len(wanted)} shards, {total:,} bytes in {cache.cache_dir} "
           f"({len(missing)} downloaded in {seconds:.1f}s{rate}, {len(cached)} already cached)")
+    return 0
+
+
+def _add_mount(csub: argparse._SubParsersAction) -> None:
+    m = csub.add_parser("mount", help="serve a run read-only at a folder (FUSE), its shards filled from the cache",
+                        description="Serve a run read-only at MOUNTPOINT: MOUNTPOINT/manifest.json and "
+                                    "MOUNTPOINT/data/*.parquet (and tiers/<tier>/...), for code that only reads "
+                                    "files. Opening a shard fetches it into the cache (and the next ones ahead "
+                                    "of the reader). Runs in the foreground until Ctrl-C or SIGTERM, which unmount.")
+    m.add_argument("url", help="a finished run: local folder or fsspec URL (s3://, gs://, http(s)://...)")
+    m.add_argument("mountpoint", help="an existing empty folder")
+    _add_cache_options(m)
+    m.add_argument("--prefetch-bytes", type=parse_bytes, default=2 << 30, metavar="N",
+                   help="fetch shards after the one opened up to this many bytes ahead (default 2G, at most half "
+                        "of --max-bytes; 0: no prefetch)")
+    m.add_argument("--parallel", type=int, default=4, metavar="N", help="shards prefetched at once (default 4)")
+    m.add_argument("--allow-other", action="store_true",
+                   help="let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)")
+    m.add_argument("--background", action="store_true",
+                   help="return once mounted and serve from a background process (its log: "
+                        "CACHE_DIR/mount.log); unmount with fusermount3 -u MOUNTPOINT")
+    m.set_defaults(func=run_mount)
+
+
+def run_mount(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..cache import mount
+
+    if args.parallel < 1:
+        raise InputError(f"--parallel must be 1 or more, not {args.parallel}")
+    problem = mount.fuse_problem()
+    if problem:
+        raise mount.MountError(problem)
+    mountpoint = mount.check_mountpoint(args.mountpoint)
+    if args.background:
+        return _mount_in_background(args, mountpoint)
+    logger = logging.getLogger("ylink_data")
+    if not logger.handlers:  # the daemon's log: warnings, plus one line per download
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s ylink cache mount: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+    def ready(tree) -> None:
+        print(f"serving {args.url} ({len(tree.shards)} shards, {tree.total_bytes:,} bytes) read-only at "
+              f"{mountpoint}, cache {args.cache_dir}; Ctrl-C or SIGTERM unmounts", file=sys.stderr, flush=True)
+
+    mount.serve(args.url, mountpoint, args.cache_dir, max_bytes=args.max_bytes,
+                storage_options=args.storage_options, prefetch_bytes=args.prefetch_bytes, parallel=args.parallel,
+                allow_other=args.allow_other, on_ready=ready)
+    print(f"unmounted {mountpoint}", file=sys.stderr)
+    return 0
+
+
+def _mount_in_background(args: argparse.Namespace, mountpoint) -> int:
+    """Start `ylink cache mount` (foreground) as a detached process and wait until it serves or fails.
+    A new process rather than a fork: this one may already run threads (fsspec's event loop)."""
+    import subprocess
+    from pathlib import Path
+
+    from ..cache import mount
+
+    cache_dir = Path(args.cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    log_path = cache_dir / "mount.log"
+    cmd = [sys.executable, "-m", "ylink_data.cli", "cache", "mount", args.url, str(mountpoint),
+           "--cache-dir", str(cache_dir), "--prefetch-bytes", str(args.prefetch_bytes),
+           "--parallel", str(args.parallel)]
+    if args.max_bytes is not None:
+        cmd += ["--max-bytes", str(args.max_bytes)]
+    if args.storage_options is not None:
+        cmd += ["--storage-options", json.dumps(args.storage_options)]
+    if args.allow_other:
+        cmd.append("--allow-other")
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and not mount.is_mounted(mountpoint) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is not None or not mount.is_mounted(mountpoint):
+        if proc.poll() is None:
+            proc.terminate()
+        lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        reason = lines[-1] if lines else "no message"
+        raise InputError(f"the background mount did not start: {reason} (log: {log_path})")
+    print(f"serving {args.url} read-only at {mountpoint} from process {proc.pid} (log: {log_path}); "
+          f"unmount with: fusermount3 -u {mountpoint}")
     return 0
 
 
