@@ -102,6 +102,14 @@ class S3Server:
         """
         return s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options())
 
+    def upload_folder(self, folder: Path, target: str) -> None:
+        """Every file under `folder` to `target` (bucket/prefix), creating the bucket."""
+        fs = self.filesystem()
+        fs.mkdir(target.split("/", 1)[0])
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file():
+                fs.put_file(str(path), f"{target}/{path.relative_to(folder)}")
+
 
 def find_weed() -> str | None:
     """The ``weed`` binary: next to ``sys.executable`` (the venv's bin/, where

@@ -72,11 +72,7 @@ def run_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory, run_dir):
     with s3_server(tmp_path_factory.mktemp("s3")) as server:
-        fs = server.filesystem()
-        fs.mkdir("runs")
-        for path in sorted(run_dir.rglob("*")):
-            if path.is_file():
-                fs.put_file(str(path), f"runs/r1/{path.relative_to(run_dir)}")
+        server.upload_folder(run_dir, "runs/r1")
         yield server
 
 
