@@ -68,7 +68,7 @@ def test_min_score_scores_and_drops(ray_session, shared_data, model_path, tmp_pa
     assert set(rejected.column("reason").to_pylist()) == {"quality_classifier:low_score"}
     news_kept = sum(not u.startswith("doc/") or int(u.split("/")[1]) < 120 for u in kept.column("url").to_pylist())
     spam = [int(u.split("/")[1]) >= 120 for u in rejected.column("url").to_pylist()]
-    assert news_kept >= 100                                      # unseen news passes (measured 115 of 120)
+    assert news_kept >= 100                                      # unseen news passes (measured 111 of 120)
     assert sum(spam) >= 50  # most web pages go (in-sample: the model saw them; this tests the op)
 
 

@@ -16,29 +16,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="good examples: files, globs or URLs in any input format (JSONL, Parquet, text, WARC...)")
     t.add_argument("--negative", nargs="+", required=True, metavar="PATH", help="bad examples, likewise")
     t.add_argument("--output", required=True, metavar="MODEL.bin", help="model file to write (path or URL)")
-    t.add_argument("--lang", default="auto", help="en, zh (jieba words) or auto (guessed per document; default)")
-    t.add_argument("--seed", type=int, default=1, help="seed of the split, balancing and training (default 1)")
-    t.add_argument("--epoch", type=int, default=10)
-    t.add_argument("--lr", type=float, default=0.2)
-    t.add_argument("--word-ngrams", dest="wordNgrams", type=int, default=2, help="2 or more (default 2)")
-    t.add_argument("--dim", type=int, default=32)
-    t.add_argument("--bucket", type=int, default=1_000_000)
-    t.add_argument("--min-count", dest="minCount", type=int, default=2)
-    t.add_argument("--test-fraction", type=float, default=0.1, help="documents held out for evaluation")
-    t.add_argument("--max-docs-per-class", type=int, default=None)
-    t.add_argument("--chunk-chars", type=int, default=None, help="cut documents into pieces of about this size")
-    t.add_argument("--balance", dest="balance_classes", choices=["oversample", "downsample", "none"],
-                   default="oversample")
-    t.add_argument("--no-quantize", dest="quantize", action="store_false", help="keep the full-size model")
+    # Training defaults live in train_classifier (one place); the CLI passes only what was given.
+    t.add_argument("--lang", help="en, zh (jieba words) or auto (guessed per document; the default)")
+    t.add_argument("--seed", type=int, help="seed of the split, balancing and training (default 1)")
+    t.add_argument("--epoch", type=int)
+    t.add_argument("--lr", type=float)
+    t.add_argument("--word-ngrams", dest="wordNgrams", type=int, help="2 or more (default 2)")
+    t.add_argument("--dim", type=int)
+    t.add_argument("--bucket", type=int)
+    t.add_argument("--min-count", dest="minCount", type=int)
+    t.add_argument("--test-fraction", type=float, help="documents held out for evaluation (default 0.1)")
+    t.add_argument("--max-docs-per-class", type=int)
+    t.add_argument("--chunk-chars", type=int, help="cut documents into pieces of about this size")
+    t.add_argument("--balance", dest="balance_classes", choices=["oversample", "downsample", "none"])
+    t.add_argument("--no-quantize", dest="quantize", action="store_false", default=None,
+                   help="keep the full-size model")
     t.set_defaults(func=run_train)
 
 
 def run_train(args: argparse.Namespace) -> int:
     from ..quality.train import metrics_path, train_classifier
 
-    if args.wordNgrams < 2:
+    if args.wordNgrams is not None and args.wordNgrams < 2:
         raise InputError("--word-ngrams must be 2 or more (one-thread fastText training needs n-gram buckets)")
-    if not 0 < args.test_fraction < 1:
+    if args.test_fraction is not None and not 0 < args.test_fraction < 1:
         raise InputError(f"--test-fraction must be between 0 and 1, not {args.test_fraction}")
     from rich.console import Console
 
@@ -50,7 +51,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     params = {k: getattr(args, k) for k in ("lang", "seed", "epoch", "lr", "wordNgrams", "dim", "bucket",
                                             "minCount", "test_fraction", "max_docs_per_class", "chunk_chars",
-                                            "balance_classes", "quantize")}
+                                            "balance_classes", "quantize") if getattr(args, k) is not None}
     try:
         result = train_classifier(args.positive, args.negative, args.output, progress=say, **params)
     except RuntimeError as exc:  # fastText's own failures (NaN), already worded for the user

@@ -1,16 +1,19 @@
-"""What a quality classifier reads of a document: one line of lowercased, space-separated words.
+"""What a quality classifier reads of a document: one line of lowercased, space-separated tokens.
 
-fastText splits its input on whitespace only, so the line is made of words separated by single
+fastText splits its input on whitespace only, so the line is made of tokens separated by single
 spaces: English text is lowercased with its punctuation marks split off as tokens of their own
 ("end." and "end" are one word, "." another), newlines and runs of whitespace become one space.
-Chinese has no spaces between words: its text is segmented by jieba (the cached loader of
-`ylink_data.transform.units`, `HMM=False`) and the words joined by spaces.
+Chinese has no spaces between words: its text is segmented by rjieba (jieba-rs, jieba's dictionary
+in Rust, HMM off: the same words as `jieba.lcut(text, HMM=False)` at 12-14x its speed; jieba
+itself if rjieba is missing) and the words joined by spaces.
 
-Only a prefix of each document is read (`PREFIX_CHARS`): the model's time grows with the text, and
-jieba's much more (about 0.7 ms per 1,000 characters here, against 8 µs for the English path). A
-Chinese character carries about as much as two or three English letters, so Chinese reads fewer.
-Measured with `bench/bench_quality.py --sweep` on the default models' held-out data (bench/RESULTS.md,
-"Quality classifiers"): see there for held-out ROC AUC and speed by prefix length.
+Only a prefix of each document is read (`PREFIX_CHARS`): fastText's time grows with the number of
+tokens, and so does the preprocessing. A Chinese character carries about as much as two or three
+English letters, so Chinese reads fewer. Both numbers, and words rather than characters for Chinese,
+were chosen with `bench/bench_quality.py --sweep` (held-out and cross-source ROC AUC and docs/s per
+core by preprocessing, prefix length, dimension and quantization; bench/RESULTS.md, "Quality
+classifiers"): Chinese characters (with fastText's bigrams: character bigrams) scored as well on
+held-out data but worse on a crawl the model never saw.
 """
 from __future__ import annotations
 
@@ -18,11 +21,21 @@ import re
 
 from ..transform.units import _jieba, unit_language
 
+try:
+    from rjieba import cut as _rjieba_cut
+
+    def _words(text: str) -> list[str]:
+        return _rjieba_cut(text, False)
+except ImportError:  # a hard dependency, but jieba gives the same words
+    def _words(text: str) -> list[str]:
+        return _jieba().lcut(text, HMM=False)
+
 # Characters of a document read, per text-unit family (chosen by measurement, see the docstring).
-PREFIX_CHARS = {"en": 1000, "zh": 300}
+PREFIX_CHARS = {"en": 500, "zh": 150}
 # Punctuation split off English words: ASCII marks and the common typographic ones. A regular
 # expression with a function replacement measured fastest here (51k 1 KB docs/s, against 34k for
-# a chain of str.replace, 34k for a template replacement and 15k for str.translate to " c ").
+# a chain of str.replace, 34k for a template replacement and 15k for str.translate to " c "; one
+# `findall` of the tokens, measured later, was 27% slower than it).
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~“”‘’«»…–—]")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
@@ -44,6 +57,21 @@ def text_family(text: str, lang: str | None) -> str:
     return unit_language(lang)
 
 
+def _english(text: str, n: int) -> str:
+    if n > 0:
+        text = text[:n]
+    return " ".join(_PUNCT.sub(_spaced, text.lower()).split())
+
+
+def _chinese(text: str, n: int) -> str:
+    if n > 0:
+        text = text[:n]
+    return " ".join(" ".join(_words(text.lower())).split())
+
+
+_LINE = {"en": _english, "zh": _chinese}
+
+
 def model_line(text: str | None, lang: str | None = None, prefix_chars: int | None = None) -> str:
     """The fastText input line for one document (see the module docstring); `lang` is a language
     code (`zh`, `zh-Hans`, `en`...) or None/`auto` to guess it; `prefix_chars` overrides the
@@ -51,13 +79,7 @@ def model_line(text: str | None, lang: str | None = None, prefix_chars: int | No
     if not text:
         return ""
     family = text_family(text, lang)
-    n = PREFIX_CHARS[family] if prefix_chars is None else prefix_chars
-    if n > 0:
-        text = text[:n]
-    text = text.lower()
-    if family == "zh":
-        return " ".join(" ".join(_jieba().lcut(text, HMM=False)).split())
-    return " ".join(_PUNCT.sub(_spaced, text).split())
+    return _LINE[family](text, PREFIX_CHARS[family] if prefix_chars is None else prefix_chars)
 
 
 def _spaced(m: re.Match) -> str:
@@ -67,6 +89,11 @@ def _spaced(m: re.Match) -> str:
 def model_lines(texts: list[str | None], langs: list[str | None] | str | None = None,
                 prefix_chars: int | None = None) -> list[str]:
     """`model_line` for each text; `langs` is one code per text, one code for all, or None."""
+    if isinstance(langs, str) and langs not in ("", "auto"):
+        family = unit_language(langs)  # one language for the batch: resolved once
+        line = _LINE[family]
+        n = PREFIX_CHARS[family] if prefix_chars is None else prefix_chars
+        return [line(t, n) if t else "" for t in texts]
     if langs is None or isinstance(langs, str):
         return [model_line(t, langs, prefix_chars) for t in texts]
     if len(langs) != len(texts):

@@ -13,7 +13,9 @@ What it does (README.md here says why):
    - zh bad: the 100 ChineseWebText CC-MAIN-2022-21 documents (mostly gambling/SEO spam), the
      whole text of the Chinese pages of the CC-MAIN-2020-34 excerpt (SEO spam) and the boilerplate
      of the 5 Chinese trafilatura pages.
-2. Trains each with `train_classifier` (held-out metrics in `quality-<lang>.metrics.json`).
+2. Trains each with `train_classifier` (held-out metrics in `quality-<lang>.metrics.json`); the
+   model reads what `ylink_data.quality.preprocess` gives it: English words and punctuation of the
+   first 500 characters, Chinese (rjieba) words of the first 150.
 3. Cross-source checks on data the model never saw (`quality-<lang>.checks.json`):
    en: web main text vs boilerplate of held-out pages (every 5th English trafilatura page is kept
    out of training), and a model trained without Gutenberg and dolma scored on them;
@@ -44,9 +46,12 @@ from ylink_data.quality.train import chunk, roc_auc  # noqa: E402
 from ylink_data.transform.extract import extract_text  # noqa: E402
 
 SEED = 20261129
-# Training parameters of both models (chosen on the held-out split; see README.md here).
-PARAMS = dict(seed=SEED, epoch=10, lr=0.2, wordNgrams=2, dim=32, bucket=1_000_000, minCount=2,
-              test_fraction=0.1, chunk_chars=1500, balance_classes="oversample", quantize=True, cutoff=100_000)
+# Training parameters of both models (chosen with `bench/bench_quality.py --sweep`: held-out and
+# cross-source AUC against docs/s per core; see README.md here and bench/RESULTS.md). dim 16: dim 32
+# scored no better and predicts slower; quantized with one code per row (dsub 16) and no pruning
+# (cutoff 0): pruning to 100,000 rows lost held-out AUC and made predicting slower.
+PARAMS = dict(seed=SEED, epoch=10, lr=0.2, wordNgrams=2, dim=16, bucket=1_000_000, minCount=2,
+              test_fraction=0.1, chunk_chars=1500, balance_classes="oversample", quantize=True, cutoff=0, dsub=16)
 
 
 def write_jsonl(path: Path, docs: list[dict]) -> str:
