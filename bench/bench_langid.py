@@ -21,11 +21,11 @@ import json
 import os
 import platform
 import statistics
-import time
 from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
+from benchtools import WALL_OVER_CPU, timed  # bench/ is on sys.path when a script runs
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("YLINK_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -144,18 +144,8 @@ def document_tables(texts: list[str], batch: int = 2048) -> list[pa.Table]:
     return tables
 
 
-def timed(fn: Callable[[], object]) -> float:
-    """CPU seconds of this process: documents per CPU-second is documents/s per core, and unlike wall
-    time it does not count the time other jobs on this shared machine hold the core. (Every side is
-    single-threaded; `wall / cpu` is printed as a check.)"""
-    cpu, wall = time.process_time(), time.perf_counter()
-    fn()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    WALL_OVER_CPU.append(wall / cpu if cpu else 1.0)
-    return cpu
 
 
-WALL_OVER_CPU: list[float] = []
 
 
 def throughput(repeats: int) -> None:

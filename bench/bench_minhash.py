@@ -42,6 +42,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable
+from benchtools import WALL_OVER_CPU, timed  # bench/ is on sys.path when a script runs
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("YLINK_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -153,16 +154,8 @@ def rensa_matrix(shingle_lists: list[list[str]]) -> object:
     return RMinHash.digest_matrix_from_token_sets(shingle_lists, NUM_PERM, SEED)
 
 
-def timed(fn: Callable[[], object]) -> float:
-    """CPU seconds of this process (see bench_langid.py); wall / CPU is recorded as a check."""
-    cpu, wall = time.process_time(), time.perf_counter()
-    fn()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    WALL_OVER_CPU.append(wall / cpu if cpu else 1.0)
-    return cpu
 
 
-WALL_OVER_CPU: list[float] = []
 
 
 def check_same_shingles(texts: list[str], lang: str, shingle_lists: list[list[str]]) -> int:

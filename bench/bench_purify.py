@@ -39,7 +39,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
@@ -54,6 +53,7 @@ sys.path.insert(0, str(REPO))
 
 from ylink_data.schema import DOCUMENT_SCHEMA  # noqa: E402
 from ylink_data.stages import build_op, validate_stages  # noqa: E402
+from benchtools import WALL_OVER_CPU, timed  # bench/ is on sys.path when a script runs
 
 OPS = ("gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality")
 PEERS = ("GopherQualityFilter", "GopherRepetitionFilter", "C4QualityFilter", "FineWebQualityFilter")
@@ -227,16 +227,8 @@ def peer_chain(filters: list, texts: list[str]) -> dict[str, str | None]:
 # ----------------------------------------------------------------------------- timing
 
 
-WALL_OVER_CPU: list[float] = []
 
 
-def timed(fn: Callable[[], object]) -> float:
-    """CPU seconds of this process (single-threaded sides; wall / CPU is kept as a check)."""
-    cpu, wall = time.process_time(), time.perf_counter()
-    fn()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    WALL_OVER_CPU.append(wall / cpu if cpu else 1.0)
-    return cpu
 
 
 def race(sides: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
