@@ -351,12 +351,11 @@ def _open_cache(loader: ShardLoader):
     .prefetch): the one place the loader meets the cache."""
     try:
         from .prefetch import Prefetcher
-        from .store import ShardCache, run_shards
+        from .store import ShardCache, shard_refs
     except ImportError as exc:
         raise YlinkError(f"cache_dir needs the shard cache (ylink_data.cache.store), which cannot be imported: {exc}") \
             from None
     cache = ShardCache(loader.cache_dir, max_bytes=loader.max_cache_bytes, storage_options=loader.storage_options)
-    refs = run_shards(loader.url, loader.storage_options)
-    if len(refs) != len(loader.shards):
-        raise YlinkError(f"the manifest of {loader.url} changed while it was being read")
+    # the manifest the loader already read: a warm start makes no request before its first shard
+    refs = shard_refs(loader._fs, loader._root, loader.manifest)
     return cache, refs, Prefetcher(cache)

@@ -61,6 +61,11 @@ def run_shards(url: str, storage_options: dict | None = None) -> list[ShardRef]:
     except Exception as exc:  # noqa: BLE001 -- backends raise their own types (auth, DNS, HTTP...)
         first = (str(exc).strip().splitlines() or [""])[0]
         raise YlinkError(f"cannot read the manifest of {url}: {type(exc).__name__}: {first}") from None
+    return shard_refs(fs, root, manifest)
+
+
+def shard_refs(fs, root: str, manifest: dict) -> list[ShardRef]:
+    """The shards of an already read `manifest` of the run at `root` on `fs`, in manifest order."""
     if is_local(fs):  # one spelling per file, so that every process finds the same cache entry
         root = os.path.realpath(root)
     return [ShardRef(url=full_url(fs, join(root, shard["path"])), sha256=shard["sha256"], size=int(shard["bytes"]))
