@@ -19,7 +19,7 @@ import pytest
 
 import ylink_data
 from ylink_data.cache.loader import ShardLoader, merge_states
-from ylink_data.cache.order import EpochOrder, Partition
+from ylink_data.cache.order import EpochOrder, Partition, rng
 from ylink_data.io.parquet import ParquetFileWriter
 
 from .conftest import REPO, SHARED_DATA, quickstart_config
@@ -105,11 +105,10 @@ def reference_order(rows: list[int], seed: int, epoch: int, block_rows: int, win
     gen = lambda *key: np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(key))))  # noqa: E731
     blocks = [(s, b) for s in gen(seed, epoch, 0).permutation(len(rows))
               for b in range(math.ceil(rows[s] / block_rows))]
-    windows = gen(seed, epoch, 1)
-    shuffled = []
-    for w0 in range(0, len(blocks), window_blocks):
-        window = blocks[w0:w0 + window_blocks]
-        shuffled += [window[i] for i in windows.permutation(len(window))]
+    keys = gen(seed, epoch, 1).random(len(blocks))
+    # block i moves up to min(window_blocks, 1 + i/2) places later: a sliding window that opens
+    shuffled = [blocks[i] for i in sorted(range(len(blocks)),
+                                          key=lambda i: i + keys[i] * min(window_blocks, 1 + i / 2))]
     out = []
     for s, b in shuffled:
         n = min(block_rows, rows[s] - b * block_rows)
@@ -130,6 +129,41 @@ def test_epoch_order_is_the_documented_permutation():
     assert EpochOrder(rows, shuffle=False).sample_ids().tolist() == list(range(sum(rows)))
     with pytest.raises(ValueError):
         EpochOrder(rows, seed=-1)
+
+
+def shards_ahead(block_shard, blocks_per_shard: int, upto: int) -> float:
+    """The most shards the first k blocks of an order touch beyond the k / blocks_per_shard that
+    an even pace would need, over k <= upto: what a cold cache must fetch ahead of the reader."""
+    seen: set[int] = set()
+    excess = []
+    for k, shard in enumerate(block_shard[:upto]):
+        seen.add(int(shard))
+        excess.append(len(seen) - (k + 1) / blocks_per_shard)
+    return max(excess)
+
+
+def test_shards_are_first_needed_at_the_pace_they_are_read():
+    """The sliding window opens gradually, so the start of an epoch asks for shards at about the
+    rate it reads them (a cold cache can keep up); fixed 64-block windows in random order ask for
+    most of the first window's shards at once."""
+    rows = [3 * 4096] * 200
+    ours, fixed = [], []
+    for seed in range(8):
+        ours.append(shards_ahead(EpochOrder(rows, seed=seed).block_shard, 3, 64))
+        gen = np.random.default_rng(seed)
+        listing = np.repeat(gen.permutation(200), 3)
+        perm = np.concatenate([w0 + gen.permutation(min(64, len(listing) - w0)) for w0 in range(0, len(listing), 64)])
+        fixed.append(shards_ahead(listing[perm], 3, 64))
+    assert max(ours) <= 6 < min(fixed), (ours, fixed)
+    # ... and no block moves more than window_blocks places from its place in the shard sequence.
+    order = EpochOrder(rows, seed=3, window_blocks=16)
+    listing = np.repeat(rng(3, 0, 0).permutation(200), 3)  # the shard permutation, stream (seed, epoch, 0)
+    where = {(int(s), int(b)): i for i, (s, b) in enumerate(zip(order.block_shard, order.block_index))}
+    seen: Counter = Counter()
+    for i, shard in enumerate(listing):
+        block = seen[int(shard)]
+        seen[int(shard)] += 1
+        assert abs(where[(int(shard), block)] - i) <= 16
 
 
 @pytest.mark.parametrize("rows,start", [(10788, 0), (10788, 4321), (104, 0), (7, 3), (0, 0), (5, 5)])
@@ -291,6 +325,8 @@ def test_state_of_another_run_or_seed_is_refused(reuters_run, crawl_run):
         ShardLoader(crawl_run, seed=1, **SHAPE).load_state_dict(state)
     with pytest.raises(ValueError, match="block_rows"):
         ShardLoader(reuters_run, seed=1, block_rows=512, window_blocks=8).load_state_dict(state)
+    with pytest.raises(ValueError, match="older ylink-data whose epoch order differs"):
+        ShardLoader(reuters_run, seed=1, **SHAPE).load_state_dict({**state, "version": 1})
 
 
 def test_real_run_with_a_tail_smaller_than_the_world(crawl_run):

@@ -57,7 +57,7 @@ from ..io.fs import full_url, join
 from ..runs import open_run
 from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, Partition
 
-STATE_VERSION = 1
+STATE_VERSION = 2      # 2: the sliding-window block order (order.py); a version 1 position means another order
 _OPEN_SHARDS = 16     # shard files kept open (a shuffle window spans a few shards)
 _DECODED_BLOCKS = 4   # decoded blocks kept: a worker's next batch is often in the same block
 _CONFIG_KEYS = ("run", "rows", "seed", "shuffle", "block_rows", "window_blocks")
@@ -145,6 +145,10 @@ class ShardLoader:
     def check_state(self, state: dict[str, Any]) -> None:
         """Raise ValueError, naming the key, when `state` is not a position in this loader's run and
         order (another run, seed, shuffle or block shape would make the position meaningless)."""
+        if isinstance(state, dict) and isinstance(state.get("version"), int) and state["version"] < STATE_VERSION:
+            raise ValueError(f"state['version'] is {state['version']}: it was saved by an older ylink-data whose epoch "
+                             f"order differs, so its position cannot be resumed exactly; start the epoch again "
+                             f"(set_epoch) or resume with the ylink-data that saved it")
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"not a ShardLoader state of version {STATE_VERSION}: {state!r:.200}")
         mine = self.state_dict()
