@@ -29,6 +29,8 @@ class Served:
     status: int
     sent: int
     complete: bool
+    began: float = 0.0   # time.monotonic() when the request arrived
+    ended: float = 0.0   # ... and when its answer was sent
 
 
 class FileServer:
@@ -81,6 +83,7 @@ class FileServer:
 
             def _answer(self, body: bool) -> None:
                 rel = self.path.lstrip("/").split("?", 1)[0]
+                began = time.monotonic()
                 with server._lock:
                     stall = server._stall[rel].pop(0) if body and server._stall.get(rel) else 0.0
                     fail = server._fail[rel].pop(0) if body and server._fail.get(rel) else server.always_fail
@@ -95,7 +98,7 @@ class FileServer:
                     self.end_headers()
                     if body:
                         self._write(message)
-                        server._record(Served(rel, self.headers.get("Range"), status, 0, True))
+                        server._record(Served(rel, self.headers.get("Range"), status, 0, True, began, time.monotonic()))
                     return
                 data = file.read_bytes()
                 start, end, status = 0, len(data), 200
@@ -126,7 +129,7 @@ class FileServer:
                     sent += len(piece)
                     if server.rate:
                         time.sleep(len(piece) / server.rate)
-                server._record(Served(rel, wanted, status, sent, complete))
+                server._record(Served(rel, wanted, status, sent, complete, began, time.monotonic()))
 
             def _write(self, data: bytes) -> bool:
                 try:

@@ -201,6 +201,18 @@ def test_ranged_parts_in_parallel(http, run_dir, tmp_path):
     assert len({g.range for g in gets}) == len(gets)
 
 
+def test_a_small_shard_is_split_across_every_connection(http, run_dir, tmp_path):
+    """A shard smaller than parallel x part_bytes still goes out as `parallel` ranged GETs (the
+    default part is 16 MiB; a shard the reader waits for must not come down one connection)."""
+    ref = _http_refs(http, run_dir)[1]
+    cache = ShardCache(tmp_path / "cache", policy=DownloadPolicy(min_part_bytes=4 << 10, parallel=4))
+    with cache.get(ref) as path:
+        assert _sha(path) == ref.sha256
+    gets = http.gets("data/part-00001.parquet")
+    assert ref.size > 16 << 10 and len(gets) == 4
+    assert sorted(g.sent for g in gets)[-1] == math.ceil(ref.size / 4) and sum(g.sent for g in gets) == ref.size
+
+
 # -- the budget, pins and eviction --------------------------------------------------------------
 
 def test_budget_evicts_least_recently_used_but_never_a_pinned_shard(s3, s3_refs, tmp_path, caplog):
@@ -407,6 +419,21 @@ def test_a_remote_file_that_differs_from_the_manifest_is_refused(run_dir, tmp_pa
 
 
 # -- prefetch ----------------------------------------------------------------------------------
+
+def test_prefetcher_fetches_the_shard_the_reader_waits_for_alone_then_two_at_a_time(http, run_dir, tmp_path):
+    """Cold start: the reader's first shard goes alone, over every connection; only once it is in
+    does the next start, and then two shards download at once."""
+    refs = _http_refs(http, run_dir)[:4]
+    http.rate = 2 << 20  # bytes/s per connection: each shard takes a measurable time
+    cache = ShardCache(tmp_path / "cache", policy=DownloadPolicy(min_part_bytes=4 << 10, parallel=4))
+    with Prefetcher(cache, parallel=2) as prefetcher:
+        prefetcher.schedule(refs)
+        _wait(lambda: all(cache.contains(ref) for ref in refs), what="the four shards")
+    gets = [http.gets(f"data/part-{i:05d}.parquet") for i in range(4)]
+    assert [len(g) for g in gets] == [4, 4, 4, 4]
+    assert min(g.began for g in gets[1]) >= max(g.ended for g in gets[0])  # the first went alone
+    assert min(g.began for g in gets[2]) < max(g.ended for g in gets[1])   # then two at a time
+
 
 def test_prefetcher_stays_within_its_window_and_never_fetches_a_shard_twice(s3, s3_refs, tmp_path):
     r = s3_refs

@@ -23,10 +23,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DownloadPolicy:
-    """How a shard is fetched. A part is one ranged GET; `timeout_s` bounds each GET (the whole part);
-    attempt n waits about `backoff_s * 2**(n-1)` seconds (±50% jitter, at most `max_backoff_s`)."""
+    """How a shard is fetched. A part is one ranged GET of at most `part_bytes`; a shard smaller
+    than `parallel` such parts is still cut into `parallel` parts (of at least `min_part_bytes`),
+    so that a shard fetched alone uses every connection: the shard a reader waits for arrives as
+    fast as the link allows. `timeout_s` bounds each GET (the whole part); attempt n waits about
+    `backoff_s * 2**(n-1)` seconds (±50% jitter, at most `max_backoff_s`)."""
 
     part_bytes: int = 16 << 20
+    min_part_bytes: int = 1 << 20
     parallel: int = 4
     attempts: int = 6
     timeout_s: float = 120.0
@@ -48,7 +52,7 @@ def download(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, fd: 
     digest. Parts are requested `policy.parallel` at a time but consumed in order, so the digest is
     computed while the data streams in and at most `parallel` parts are held in memory."""
     sha = hashlib.sha256()
-    step = max(1, policy.part_bytes)
+    step = max(1, min(policy.part_bytes, max(policy.min_part_bytes, -(-size // max(1, policy.parallel)))))
     parts = [(start, min(start + step, size)) for start in range(0, size, step)]
     if not parts:
         return sha.hexdigest()

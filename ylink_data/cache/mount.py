@@ -355,7 +355,7 @@ def unmount(mountpoint: str | os.PathLike, lazy: bool = False) -> bool:
 
 
 def serve(url: str, mountpoint: str | os.PathLike, cache_dir: str | os.PathLike, *, max_bytes: int | None = None,
-          storage_options: dict | None = None, prefetch_bytes: int = 2 << 30, parallel: int = 4,
+          storage_options: dict | None = None, prefetch_bytes: int = 2 << 30, parallel: int = 2,
           allow_other: bool = False, on_ready=None) -> None:
     """Mount the run at `url` read-only at `mountpoint` and serve it until SIGINT, SIGTERM or SIGHUP
     (or an outside `fusermount3 -u`); then unmount and return. Must run in the main thread (it

@@ -1,7 +1,15 @@
 """Filling the cache ahead of the reader: the shards the next batches need, in the order they will be
 read, at most `window_bytes` ahead of the reader's position, `parallel` shards at a time. It also
 tells the cache's eviction when each shard is next needed, so that what is about to be read is
-evicted last."""
+evicted last.
+
+Why two shards at a time, and one while the reader waits: shards that download together share the
+link, so each arrives later than it would alone. While the shard at the reader's position is not
+there yet (a cold start, or a reader that caught up), it is fetched alone, cut into ranged parts
+over every connection (`DownloadPolicy`), so it arrives as soon as the link allows; otherwise two
+shards at a time keep the link busy across each request's latency. Measured on a simulated cold
+start at 1.2x the consumption bandwidth (bench/bench_cache.py): four at a time delayed the first
+batch by about four shards' transfer time."""
 from __future__ import annotations
 
 import bisect
@@ -26,7 +34,7 @@ class Prefetcher:
     logged and not retried here: the reader's own `cache.get` retries it and raises the error.
     """
 
-    def __init__(self, cache: ShardCache, window_bytes: int = 2 << 30, parallel: int = 4):
+    def __init__(self, cache: ShardCache, window_bytes: int = 2 << 30, parallel: int = 2):
         self.cache = cache
         # At most half the cache's budget: the other half holds the shards being read and those
         # behind the reader that are still pinned.
@@ -36,6 +44,7 @@ class Prefetcher:
         self._uses: dict[ShardRef, list[int]] = {}
         self._position = 0
         self._started: set[int] = set()  # indices of the current schedule taken by a worker
+        self._finished: set[int] = set()  # ... and done with (fetched, found cached, or failed)
         self._closed = False
         self._threads = [threading.Thread(target=self._work, name=f"ylink-prefetch-{i}", daemon=True)
                          for i in range(max(1, parallel))]
@@ -52,7 +61,7 @@ class Prefetcher:
         with self._cond:
             self._refs, self._uses = list(refs), uses
             self._position = 0
-            self._started = set()
+            self._started, self._finished = set(), set()
             self._cond.notify_all()
 
     def advance(self, position: int) -> None:
@@ -87,7 +96,8 @@ class Prefetcher:
         self.close()
 
     def _next_job(self) -> tuple[int, ShardRef] | None:
-        """The first shard in the window no worker has taken yet (the caller holds the condition)."""
+        """The first shard in the window no worker has taken yet, unless the shard at the reader's
+        position is still on its way: then nothing else starts (the caller holds the condition)."""
         used = 0
         for i in range(self._position, len(self._refs)):
             ref = self._refs[i]
@@ -96,6 +106,8 @@ class Prefetcher:
             used += ref.size
             if i not in self._started:
                 return i, ref
+            if i == self._position and i not in self._finished:
+                return None
         return None
 
     def _work(self) -> None:
@@ -112,3 +124,7 @@ class Prefetcher:
                     pass
             except Exception as exc:  # noqa: BLE001 -- the reader's own get() reports it
                 log.warning("prefetch of %s failed (the reader will try again): %s", ref.url, exc)
+            with self._cond:
+                if self._refs and index < len(self._refs) and self._refs[index] == ref:
+                    self._finished.add(index)
+                self._cond.notify_all()

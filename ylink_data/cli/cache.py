@@ -105,7 +105,7 @@ def _add_mount(csub: argparse._SubParsersAction) -> None:
     m.add_argument("--prefetch-bytes", type=parse_bytes, default=2 << 30, metavar="N",
                    help="fetch shards after the one opened up to this many bytes ahead (default 2G, at most half "
                         "of --max-bytes; 0: no prefetch)")
-    m.add_argument("--parallel", type=int, default=4, metavar="N", help="shards prefetched at once (default 4)")
+    m.add_argument("--parallel", type=int, default=2, metavar="N", help="shards prefetched at once (default 2)")
     m.add_argument("--allow-other", action="store_true",
                    help="let other users read the mount (needs user_allow_other in /etc/fuse.conf unless root)")
     m.add_argument("--background", action="store_true",
