@@ -213,6 +213,13 @@ def test_rank_stream_reads_the_documented_order(reuters_run):
                for r in range(2)]
     interleaved = flat(b for step in zip(*streams) for b in step)
     assert interleaved == expected
+    # Decoding ahead in threads (and how far) changes nothing but speed; so do all columns.
+    for readahead in (0, 1, 16):
+        again = [batches(ShardLoader(reuters_run, rank=r, world_size=2, seed=3, epoch=1, batch_size=100,
+                                     readahead=readahead, **SHAPE)) for r in range(2)]
+        assert again == streams
+    full = ShardLoader(reuters_run, seed=3, epoch=1, batch_size=100, block_rows=256, window_blocks=8)
+    assert flat(b.column("id").to_pylist() for b in full) == expected
 
 
 def test_workers_deliver_the_rank_sequence_in_turn(reuters_run):

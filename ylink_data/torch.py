@@ -45,7 +45,7 @@ class TextDataset(IterableDataset):
                  rank: int | None = None, world_size: int | None = None, seed: int = 0, epoch: int = 0,
                  batch_size: int = 1024, shuffle: bool = True, cache_dir: str | None = None,
                  max_cache_bytes: int | None = None, storage_options: dict[str, Any] | None = None,
-                 block_rows: int = BLOCK_ROWS, window_blocks: int = WINDOW_BLOCKS, readahead: int = 1):
+                 block_rows: int = BLOCK_ROWS, window_blocks: int = WINDOW_BLOCKS, readahead: int = 4):
         super().__init__()
         if world_size is None:
             dist = torch.distributed.is_available() and torch.distributed.is_initialized()

@@ -34,8 +34,9 @@ Resume (`load_state_dict(state)`):
   are read again after a resume, as they must be.
 
 Reading: only the needed row groups of a shard are read (`ParquetFile.read_row_groups`, `columns`
-applied), decoded blocks are kept while the next batches use them, and a batch is assembled in a
-background thread while the previous one is consumed (`readahead`). With `cache_dir` the shards
+applied); the next `readahead` blocks are decoded and shuffled in threads while the consumer works,
+decoded blocks are kept while the next batches use them, and a batch is a zero-copy slice of one
+(or, at a block boundary, two blocks joined). With `cache_dir` the shards
 come through the node-local shard cache (`ylink_data.cache.store`) and its prefetcher is given the
 shards in the order this loader will read them; without it, straight through fsspec.
 """
@@ -44,8 +45,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections import OrderedDict, deque
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -74,14 +76,15 @@ class ShardLoader:
     any fsspec URL): the batches of `rank` of `world_size`, and among those the ones of DataLoader
     worker `worker` of `num_workers`, for `epoch`. Iterating continues from the current position
     to the end of the epoch (nothing more after it); `set_epoch()` starts another epoch.
-    `block_rows` and `window_blocks` shape the shuffle (see `order`); `readahead` batches are
-    assembled ahead in a thread (0: none)."""
+    `block_rows` and `window_blocks` shape the shuffle (see `order`); `readahead` blocks are
+    decoded ahead of the consumer in as many threads (0: each block is decoded in the consumer's
+    thread when it is reached). Memory: about `readahead` + 4 decoded blocks of `block_rows` rows."""
 
     def __init__(self, url: str, *, cache_dir: str | None = None, max_cache_bytes: int | None = None,
                  rank: int = 0, world_size: int = 1, num_workers: int = 1, worker: int = 0, seed: int = 0,
                  epoch: int = 0, batch_size: int = 1024, shuffle: bool = True, columns: Sequence[str] | None = None,
                  storage_options: dict[str, Any] | None = None, block_rows: int = BLOCK_ROWS,
-                 window_blocks: int = WINDOW_BLOCKS, readahead: int = 1, manifest: dict[str, Any] | None = None):
+                 window_blocks: int = WINDOW_BLOCKS, readahead: int = 4, manifest: dict[str, Any] | None = None):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
         if not 0 <= worker < num_workers:
@@ -187,29 +190,12 @@ class ShardLoader:
 
     # -- reading ------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        steps = iter(self.steps())
-        partition, order = self.partition, self.order
+        partition = self.partition
         with contextlib.ExitStack() as stack:
-            reader = _Reader(self, order, stack)
+            reader = _Reader(self, self.order, stack)
             reader.schedule([partition.batch(self.rank, j) for j in self.steps()])
-            if self.readahead <= 0:
-                for j in steps:
-                    batch = reader.batch(*partition.batch(self.rank, j))
-                    self._done = j + 1
-                    yield batch
-                return
-            pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="ylink-loader"))
-            pending: deque = deque()
-            for j in steps:
-                pending.append((j, pool.submit(reader.batch, *partition.batch(self.rank, j))))
-                if len(pending) > self.readahead:
-                    break
-            while pending:
-                j, future = pending.popleft()
-                batch = future.result()
-                nxt = next(steps, None)
-                if nxt is not None:
-                    pending.append((nxt, pool.submit(reader.batch, *partition.batch(self.rank, nxt))))
+            for j in self.steps():
+                batch = reader.batch(*partition.batch(self.rank, j))
                 self._done = j + 1
                 yield batch
 
@@ -249,13 +235,21 @@ def merge_states(states: Sequence[dict[str, Any]], extra_steps: int = 0) -> dict
 
 
 class _Reader:
-    """Reads a loader's batches from one thread at a time: the shards' row groups that a block
-    needs, decoded blocks kept a little (a worker's next batch is often in the same block)."""
+    """Reads a loader's batches: the blocks they need are decoded `readahead` at a time in
+    threads (Parquet decoding and Arrow's take release the GIL, so this uses the node's cores
+    while the consumer works), each block shuffled once as a whole, so that a batch is a zero-copy
+    slice of a decoded block (or two blocks concatenated). `batch()` is called from one thread at
+    a time; the decode threads only read shards."""
 
     def __init__(self, loader: ShardLoader, order: EpochOrder, stack: contextlib.ExitStack):
         self.loader, self.order, self.columns = loader, order, loader.columns
-        self._open: OrderedDict[int, tuple[contextlib.ExitStack, pq.ParquetFile, np.ndarray]] = OrderedDict()
-        self._blocks: OrderedDict[int, tuple[pa.Table, np.ndarray]] = OrderedDict()
+        self._open: OrderedDict[int, tuple[contextlib.ExitStack, pq.ParquetFile, np.ndarray, threading.Lock]] = \
+            OrderedDict()
+        self._open_lock = threading.Lock()
+        self._blocks: OrderedDict[int, Future] = OrderedDict()  # reached by the consumer, least recent first
+        self._ahead_blocks: dict[int, Future] = {}                 # decoding or decoded, not reached yet
+        self._sequence: list[int] = []           # blocks in the order the batches first need them
+        self._next_decode = 0                    # index into _sequence of the next block to submit
         self._cache = self._prefetcher = None
         self._refs: list[Any] = []
         self._uses: list[int] = []
@@ -264,19 +258,26 @@ class _Reader:
             self._cache, self._refs, self._prefetcher = _open_cache(loader)
             if self._prefetcher is not None:
                 stack.callback(self._prefetcher.close)
+        self._ahead = max(0, loader.readahead)
+        self._pool = ThreadPoolExecutor(self._ahead, thread_name_prefix="ylink-decode") if self._ahead else None
         stack.callback(self.close)
 
     def schedule(self, batches: list[tuple[int, int]]) -> None:
-        """Give the prefetcher the shards the batches read, in reading order (one entry per change
-        of shard, so a shard that the shuffle window returns to appears again)."""
+        """Note the blocks the batches read, in order, and give the prefetcher their shards (one
+        entry per change of shard, so a shard that the shuffle window returns to appears again)."""
+        sequence: list[int] = []
+        for a, b in batches:
+            for block, _, _ in self.order.pieces(a, b):
+                if not sequence or sequence[-1] != block:
+                    sequence.append(block)
+        self._sequence, self._next_decode = sequence, 0
         if self._prefetcher is None:
             return
         uses: list[int] = []
-        for a, b in batches:
-            for block, _, _ in self.order.pieces(a, b):
-                shard = int(self.order.block_shard[block])
-                if not uses or uses[-1] != shard:
-                    uses.append(shard)
+        for block in sequence:
+            shard = int(self.order.block_shard[block])
+            if not uses or uses[-1] != shard:
+                uses.append(shard)
         self._uses, self._cursor = uses, 0
         self._prefetcher.schedule([self._refs[s] for s in uses])
 
@@ -290,63 +291,94 @@ class _Reader:
                 self._prefetcher.advance(i)
                 return
 
-    def shard(self, index: int) -> tuple[pq.ParquetFile, np.ndarray]:
-        if index in self._open:
-            self._open.move_to_end(index)
+    def shard(self, index: int) -> tuple[pq.ParquetFile, np.ndarray, threading.Lock]:
+        """The open shard, its row groups' first rows, and the lock its reads take (one Parquet
+        reader is not read by two threads at once)."""
+        with self._open_lock:
+            if index in self._open:
+                self._open.move_to_end(index)
+                return self._open[index][1:]
+            stack = contextlib.ExitStack()
+            if self._cache is not None:
+                source = stack.enter_context(self._cache.get(self._refs[index]))
+            else:
+                path = join(self.loader._root, self.loader.shards[index]["path"])
+                source = stack.enter_context(self.loader._fs.open(path, "rb"))
+            file = pq.ParquetFile(source)
+            meta = file.metadata
+            starts = np.concatenate([[0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])])
+            self._open[index] = (stack, file, starts, threading.Lock())
+            while len(self._open) > _OPEN_SHARDS:
+                # A decode thread may still be reading the oldest: close it once that read is done.
+                old_stack, _, _, old_lock = self._open.popitem(last=False)[1]
+                with old_lock:
+                    old_stack.close()
             return self._open[index][1:]
-        stack = contextlib.ExitStack()
-        if self._cache is not None:
-            source = stack.enter_context(self._cache.get(self._refs[index]))
-        else:
-            path = join(self.loader._root, self.loader.shards[index]["path"])
-            source = stack.enter_context(self.loader._fs.open(path, "rb"))
-        file = pq.ParquetFile(source)
-        meta = file.metadata
-        starts = np.concatenate([[0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])])
-        self._open[index] = (stack, file, starts)
-        while len(self._open) > _OPEN_SHARDS:
-            self._open.popitem(last=False)[1][0].close()
-        return file, starts
 
-    def block(self, block: int) -> tuple[pa.Table, np.ndarray]:
-        """The block's rows (in shard order) and its row order relative to the block's start."""
-        if block in self._blocks:
-            self._blocks.move_to_end(block)
-            return self._blocks[block]
+    def _decode(self, block: int) -> pa.Table:
+        """The block's rows in epoch order, as one contiguous table (runs in a decode thread)."""
         shard = int(self.order.block_shard[block])
         first, n = int(self.order.block_start[block]), int(self.order.block_len[block])
-        self._advance(shard)
-        file, starts = self.shard(shard)
+        file, starts, lock = self.shard(shard)
         g0 = int(np.searchsorted(starts, first, side="right")) - 1
         g1 = int(np.searchsorted(starts, first + n, side="left"))
-        table = file.read_row_groups(list(range(g0, g1)), columns=self.columns)
+        with lock:
+            table = file.read_row_groups(list(range(g0, g1)), columns=self.columns)
         table = table.slice(first - int(starts[g0]), n)
         if table.num_rows != n:
             raise YlinkError(f"{self.loader.shard_url(shard)} has fewer rows than its manifest entry "
                              f"({self.loader.shards[shard]['rows']}): the run changed after its manifest was written")
-        entry = (table, self.order.block_rows_order(block) - first)
-        self._blocks[block] = entry
+        if self.order.shuffle:
+            table = table.take(pa.array(self.order.block_rows_order(block) - first))
+        return table.combine_chunks()
+
+    def block(self, block: int) -> pa.Table:
+        """The block's rows in epoch order; starts decoding the blocks that come after it."""
+        if block in self._blocks:
+            self._blocks.move_to_end(block)
+        else:
+            self._advance(int(self.order.block_shard[block]))
+            self._blocks[block] = self._ahead_blocks.pop(block, None) or self._submit(block)
+        if self._next_decode < len(self._sequence) and self._sequence[self._next_decode] == block:
+            self._next_decode += 1
+        while len(self._ahead_blocks) < self._ahead and self._next_decode < len(self._sequence):
+            nxt = self._sequence[self._next_decode]
+            self._next_decode += 1
+            if nxt not in self._blocks and nxt not in self._ahead_blocks:
+                self._ahead_blocks[nxt] = self._submit(nxt)
         while len(self._blocks) > _DECODED_BLOCKS:
             self._blocks.popitem(last=False)
-        return entry
+        return self._blocks[block].result()
+
+    def _submit(self, block: int) -> Future:
+        if self._pool is not None:
+            return self._pool.submit(self._decode, block)
+        done: Future = Future()
+        try:
+            done.set_result(self._decode(block))
+        except BaseException as exc:  # noqa: BLE001 -- raised again by result(), as from a thread
+            done.set_exception(exc)
+        return done
 
     def batch(self, a: int, b: int) -> pa.RecordBatch:
         """The rows at epoch positions a..b-1, in that order, as one record batch."""
-        parts = []
-        for block, first, last in self.order.pieces(a, b):
-            table, rows = self.block(block)
-            parts.append(table.take(pa.array(rows[first:last])))
+        parts = [self.block(block).slice(first, last - first) for block, first, last in self.order.pieces(a, b)]
         if not parts:
-            file, _ = self.shard(int(self.order.block_shard[0]))
+            file, _, _ = self.shard(int(self.order.block_shard[0]))
             schema = file.schema_arrow if self.columns is None else \
                 pa.schema([file.schema_arrow.field(c) for c in self.columns])
             return pa.RecordBatch.from_pylist([], schema=schema)
-        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
-        return table.combine_chunks().to_batches()[0]
+        if len(parts) == 1:
+            return parts[0].to_batches()[0]   # a slice of one contiguous block: no copy
+        return pa.concat_tables(parts, promote_options="default").combine_chunks().to_batches()[0]
 
     def close(self) -> None:
-        while self._open:
-            self._open.popitem()[1][0].close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._ahead_blocks.clear()
+        with self._open_lock:
+            while self._open:
+                self._open.popitem()[1][0].close()
         self._blocks.clear()
 
 
