@@ -315,8 +315,8 @@ class _Reader:
                     old_stack.close()
             return self._open[index][1:]
 
-    def _decode(self, block: int) -> pa.Table:
-        """The block's rows in epoch order, as one contiguous table (runs in a decode thread)."""
+    def _decode(self, block: int) -> pa.RecordBatch:
+        """The block's rows in epoch order, as one record batch (runs in a decode thread)."""
         shard = int(self.order.block_shard[block])
         first, n = int(self.order.block_start[block]), int(self.order.block_len[block])
         file, starts, lock = self.shard(shard)
@@ -330,9 +330,9 @@ class _Reader:
                              f"({self.loader.shards[shard]['rows']}): the run changed after its manifest was written")
         if self.order.shuffle:
             table = table.take(pa.array(self.order.block_rows_order(block) - first))
-        return table.combine_chunks()
+        return table.combine_chunks().to_batches()[0]   # n >= 1: one batch
 
-    def block(self, block: int) -> pa.Table:
+    def block(self, block: int) -> pa.RecordBatch:
         """The block's rows in epoch order; starts decoding the blocks that come after it."""
         if block in self._blocks:
             self._blocks.move_to_end(block)
@@ -369,8 +369,11 @@ class _Reader:
                 pa.schema([file.schema_arrow.field(c) for c in self.columns])
             return pa.RecordBatch.from_pylist([], schema=schema)
         if len(parts) == 1:
-            return parts[0].to_batches()[0]   # a slice of one contiguous block: no copy
-        return pa.concat_tables(parts, promote_options="default").combine_chunks().to_batches()[0]
+            return parts[0]   # a slice of one decoded block: no copy
+        if all(p.schema.equals(parts[0].schema) for p in parts[1:]):
+            return pa.concat_batches(parts)
+        tables = [pa.Table.from_batches([p]) for p in parts]  # shards whose schemas differ a little
+        return pa.concat_tables(tables, promote_options="default").combine_chunks().to_batches()[0]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -56,6 +56,7 @@ Positions as state
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -109,6 +110,7 @@ class EpochOrder:
         self.block_start = block_index * block_rows          # first row of the block in its shard
         self.block_len = np.minimum(block_rows, self.shard_rows[block_shard] - self.block_start)
         self.block_pos = np.concatenate([[0], np.cumsum(self.block_len)]).astype(np.int64)
+        self._pos_list = self.block_pos.tolist()  # pieces() runs per batch: bisect on a list beats numpy calls
 
     @property
     def num_blocks(self) -> int:
@@ -127,10 +129,11 @@ class EpochOrder:
         order: positions `block_pos[block] + first .. + last - 1`."""
         if not 0 <= start <= stop <= self.num_rows:
             raise ValueError(f"positions {start}..{stop} outside 0..{self.num_rows}")
-        block = int(np.searchsorted(self.block_pos, start, side="right")) - 1
+        pos = self._pos_list
+        block = bisect.bisect_right(pos, start) - 1
         while start < stop:
-            base = int(self.block_pos[block])
-            end = min(stop, int(self.block_pos[block + 1]))
+            base = pos[block]
+            end = min(stop, pos[block + 1])
             if end > start:
                 yield block, start - base, end - base
             start = max(start, end)
