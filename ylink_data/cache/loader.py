@@ -248,6 +248,7 @@ class _Reader:
         self._open_lock = threading.Lock()
         self._blocks: OrderedDict[int, Future] = OrderedDict()  # reached by the consumer, least recent first
         self._ahead_blocks: dict[int, Future] = {}                 # decoding or decoded, not reached yet
+        self._last: tuple[int, int, int, Any] = (-1, 0, 0, None)    # (block, first, end position, rows) last read
         self._sequence: list[int] = []           # blocks in the order the batches first need them
         self._next_decode = 0                    # index into _sequence of the next block to submit
         self._cache = self._prefetcher = None
@@ -334,6 +335,8 @@ class _Reader:
 
     def block(self, block: int) -> pa.RecordBatch:
         """The block's rows in epoch order; starts decoding the blocks that come after it."""
+        if block == self._last[0]:
+            return self._last[3]
         if block in self._blocks:
             self._blocks.move_to_end(block)
         else:
@@ -348,7 +351,10 @@ class _Reader:
                 self._ahead_blocks[nxt] = self._submit(nxt)
         while len(self._blocks) > _DECODED_BLOCKS:
             self._blocks.popitem(last=False)
-        return self._blocks[block].result()
+        rows = self._blocks[block].result()
+        first = int(self.order.block_pos[block])
+        self._last = (block, first, first + rows.num_rows, rows)
+        return rows
 
     def _submit(self, block: int) -> Future:
         if self._pool is not None:
@@ -362,6 +368,9 @@ class _Reader:
 
     def batch(self, a: int, b: int) -> pa.RecordBatch:
         """The rows at epoch positions a..b-1, in that order, as one record batch."""
+        _, first, end, rows = self._last
+        if first <= a < b <= end:  # most batches: inside the block the previous one read
+            return rows.slice(a - first, b - a)
         parts = [self.block(block).slice(first, last - first) for block, first, last in self.order.pieces(a, b)]
         if not parts:
             file, _, _ = self.shard(int(self.order.block_shard[0]))
@@ -383,6 +392,7 @@ class _Reader:
             while self._open:
                 self._open.popitem()[1][0].close()
         self._blocks.clear()
+        self._last = (-1, 0, 0, None)
 
 
 def _open_cache(loader: ShardLoader):
