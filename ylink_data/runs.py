@@ -18,10 +18,14 @@ from .schema import DOCUMENT_SCHEMA
 def open_run(path: str, storage_options: dict[str, Any] | None = None) -> "Run":
     fs, root = filesystem(path, storage_options)
     root = root.rstrip("/")
-    if not fs.exists(join(root, "manifest.json")):
+    try:  # read at once: one request where checking first and reading later took two or three
+        manifest = read_json(fs, join(root, "manifest.json"))
+    except FileNotFoundError:
         hint = " (the run is unfinished: rerun it to resume)" if fs.exists(join(root, "run.json")) else ""
-        raise YlinkError(f"{path} is not a finished ylink run: no manifest.json{hint}")
-    return Run(path, fs, root)
+        raise YlinkError(f"{path} is not a finished ylink run: no manifest.json{hint}") from None
+    run = Run(path, fs, root)
+    run.__dict__["manifest"] = manifest  # what the cached property would read
+    return run
 
 
 @dataclass

@@ -256,6 +256,7 @@ class _Reader:
         self._refs: list[Any] = []
         self._uses: list[int] = []
         self._cursor = 0
+        self._unscheduled: list[Any] | None = None   # the prefetcher's schedule, until the first block is in
         if loader.cache_dir is not None:
             self._cache, self._refs, self._prefetcher = _open_cache(loader)
             if self._prefetcher is not None:
@@ -281,7 +282,10 @@ class _Reader:
             if not uses or uses[-1] != shard:
                 uses.append(shard)
         self._uses, self._cursor = uses, 0
-        self._prefetcher.schedule([self._refs[s] for s in uses])
+        # Handed over once the first block is in (block()): until then the first shard is the only
+        # one worth fetching (the prefetcher would fetch it alone anyway), and on a warm start the
+        # prefetcher's checks of every cached shard would compete with the first batch for the CPU.
+        self._unscheduled = [self._refs[s] for s in uses]
 
     def _advance(self, shard: int) -> None:
         """Tell the prefetcher that the reader is at its next use of `shard`."""
@@ -333,8 +337,12 @@ class _Reader:
             raise YlinkError(f"{self.loader.shard_url(shard)} has fewer rows than its manifest entry "
                              f"({self.loader.shards[shard]['rows']}): the run changed after its manifest was written")
         if self.order.shuffle:
-            # In range by construction (a permutation of the block's rows): no bounds check.
-            table = pc.take(table, pa.array(self.order.block_rows_order(block) - first), boundscheck=False)
+            # In range by construction (a permutation of the block's rows): no bounds check. The
+            # indices wrap the numpy buffer: pa.array(ndarray) would import pandas (0.2 s) to check
+            # whether it was given a pandas object, on the first batch of every process.
+            rows = np.ascontiguousarray(self.order.block_rows_order(block) - first, dtype=np.int64)
+            indices = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(rows)])
+            table = pc.take(table, indices, boundscheck=False)
         return table.combine_chunks().to_batches()[0]   # n >= 1: one batch
 
     def block(self, block: int) -> pa.RecordBatch:
@@ -348,14 +356,20 @@ class _Reader:
             self._blocks[block] = self._ahead_blocks.pop(block, None) or self._submit(block)
         if self._next_decode < len(self._sequence) and self._sequence[self._next_decode] == block:
             self._next_decode += 1
+        while len(self._blocks) > _DECODED_BLOCKS:
+            self._blocks.popitem(last=False)
+        rows = self._blocks[block].result()
+        if self._unscheduled is not None:
+            self._prefetcher.schedule(self._unscheduled)
+            self._prefetcher.advance(self._cursor)
+            self._unscheduled = None
+        # Only now the blocks after it: the one the consumer waits for never shares the cores
+        # with blocks it does not need yet (on a fresh start, 4 at once made the first 4x slower).
         while len(self._ahead_blocks) < self._ahead and self._next_decode < len(self._sequence):
             nxt = self._sequence[self._next_decode]
             self._next_decode += 1
             if nxt not in self._blocks and nxt not in self._ahead_blocks:
                 self._ahead_blocks[nxt] = self._submit(nxt)
-        while len(self._blocks) > _DECODED_BLOCKS:
-            self._blocks.popitem(last=False)
-        rows = self._blocks[block].result()
         first = int(self.order.block_pos[block])
         self._last = (block, first, first + rows.num_rows, rows)
         return rows

@@ -123,6 +123,8 @@ class Prefetcher:
                 with self.cache.get(ref):
                     pass
             except Exception as exc:  # noqa: BLE001 -- the reader's own get() reports it
+                if isinstance(exc, RuntimeError) and "interpreter shutdown" in str(exc):
+                    return  # the process is exiting with a loader still open: nothing to fetch for
                 log.warning("prefetch of %s failed (the reader will try again): %s", ref.url, exc)
             with self._cond:
                 if self._refs and index < len(self._refs) and self._refs[index] == ref:

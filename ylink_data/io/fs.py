@@ -157,8 +157,8 @@ def write_json(fs: fsspec.AbstractFileSystem, path: str, obj: Any) -> None:
 
 
 def read_json(fs: fsspec.AbstractFileSystem, path: str) -> Any:
-    with fs.open(path, "rb") as f:
-        return json.loads(f.read())
+    # One GET: opening a file over HTTP asks for its size first, a second round trip.
+    return json.loads(fs.cat_file(path))
 
 
 def publish_copy(fs: fsspec.AbstractFileSystem, src: str, dst: str) -> None:
