@@ -377,6 +377,17 @@ def test_importing_ylink_data_does_not_import_torch():
     assert proc.stdout.strip() == "False"
 
 
+def test_reading_a_batch_does_not_import_pandas(reuters_run, tmp_path):
+    """pandas costs a fresh process 0.2 s, all of it before the first batch: the loader must not
+    pull it in (pa.array(ndarray) does, to check for pandas objects)."""
+    code = ("import sys; from ylink_data.cache import ShardLoader; "
+            f"b = next(iter(ShardLoader({reuters_run!r}, cache_dir={str(tmp_path)!r}, batch_size=8))); "
+            "print(b.num_rows, 'pandas' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          check=True)
+    assert proc.stdout.strip() == "8 False"
+
+
 def test_dataloader_workers_deliver_each_document_once_in_rank_order(reuters_run):
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader
