@@ -45,8 +45,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections import OrderedDict
 import threading
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
@@ -244,8 +244,8 @@ class _Reader:
 
     def __init__(self, loader: ShardLoader, order: EpochOrder, stack: contextlib.ExitStack):
         self.loader, self.order, self.columns = loader, order, loader.columns
-        self._open: OrderedDict[int, tuple[contextlib.ExitStack, pq.ParquetFile, np.ndarray, threading.Lock]] = \
-            OrderedDict()
+        # shard -> Future of (ExitStack, ParquetFile, row group starts, read lock), least recent first
+        self._open: OrderedDict[int, Future] = OrderedDict()
         self._open_lock = threading.Lock()
         self._blocks: OrderedDict[int, Future] = OrderedDict()  # reached by the consumer, least recent first
         self._ahead_blocks: dict[int, Future] = {}                 # decoding or decoded, not reached yet
@@ -299,12 +299,18 @@ class _Reader:
 
     def shard(self, index: int) -> tuple[pq.ParquetFile, np.ndarray, threading.Lock]:
         """The open shard, its row groups' first rows, and the lock its reads take (one Parquet
-        reader is not read by two threads at once)."""
+        reader is not read by two threads at once). Opening (which may wait for a download) runs
+        outside `_open_lock`, so a thread waiting for a shard never holds up one that reads another."""
         with self._open_lock:
-            if index in self._open:
-                self._open.move_to_end(index)
-                return self._open[index][1:]
-            stack = contextlib.ExitStack()
+            opening = self._open.get(index)
+            mine = opening is None
+            if mine:
+                opening = self._open[index] = Future()
+            self._open.move_to_end(index)
+        if not mine:
+            return opening.result()[1:]
+        stack = contextlib.ExitStack()
+        try:
             if self._cache is not None:
                 # Memory-mapped: a cached shard is immutable (renamed into place, pinned while open),
                 # and mapping saves copying it out of the page cache.
@@ -315,13 +321,26 @@ class _Reader:
                 file = pq.ParquetFile(stack.enter_context(self.loader._fs.open(path, "rb")))
             meta = file.metadata
             starts = np.concatenate([[0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])])
-            self._open[index] = (stack, file, starts, threading.Lock())
-            while len(self._open) > _OPEN_SHARDS:
-                # A decode thread may still be reading the oldest: close it once that read is done.
-                old_stack, _, _, old_lock = self._open.popitem(last=False)[1]
-                with old_lock:
+        except BaseException as exc:
+            stack.close()
+            with self._open_lock:
+                self._open.pop(index, None)
+            opening.set_exception(exc)
+            raise
+        opening.set_result((stack, file, starts, threading.Lock()))
+        with self._open_lock:
+            closing = []
+            for old in list(self._open):
+                if len(self._open) <= _OPEN_SHARDS:
+                    break
+                if old != index and self._open[old].done():
+                    closing.append(self._open.pop(old))
+        for old in closing:
+            if old.exception() is None:
+                old_stack, _, _, old_lock = old.result()
+                with old_lock:  # a decode thread may still be reading it: close once that read is done
                     old_stack.close()
-            return self._open[index][1:]
+        return file, starts, opening.result()[3]
 
     def _decode(self, block: int) -> pa.RecordBatch:
         """The block's rows in epoch order, as one record batch (runs in a decode thread)."""
@@ -408,7 +427,9 @@ class _Reader:
         self._ahead_blocks.clear()
         with self._open_lock:
             while self._open:
-                self._open.popitem()[1][0].close()
+                opened = self._open.popitem()[1]
+                if opened.done() and opened.exception() is None:
+                    opened.result()[0].close()
         self._blocks.clear()
         self._last = (-1, 0, 0, None)
 
