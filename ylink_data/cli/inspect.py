@@ -29,7 +29,8 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
         from ..runs import open_run
 
         run = open_run(path)
-        console.print(run_summary(run, path))
+        console.print(Text(path, style="bold"), soft_wrap=True)
+        console.print(run_summary(run))
         docs: Iterator[dict[str, Any]] = _run_documents(run, limit)
     elif fs.exists(join(root, "run.json")):
         from ..runs import open_run
@@ -43,18 +44,21 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
     shown = 0
     for doc in itertools.islice(docs, limit):
         shown += 1
-        console.print(document_panel(doc, shown, chars))
+        header, panel = document_panel(doc, shown, chars)
+        # Ids, paths and URLs are never cut or folded, whatever the width: a reader copies them.
+        console.print(header, soft_wrap=True)
+        console.print(panel)
     if not shown and limit:
         console.print("no documents")
 
 
-def run_summary(run: Any, path: str) -> Group:
+def run_summary(run: Any) -> Group:
     """The books of a run, its stages (in, out, dropped, main reason) and its top drop reasons."""
     stats, manifest = run.stats, run.manifest
     dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
     shard_bytes = sum(s.get("bytes", 0) for s in manifest["shards"])
     head = Text.assemble(
-        (f"{path}", "bold"), f"  {manifest.get('name') or ''}\n",
+        (f"{manifest.get('name') or ''}\n", "bold"),
         (f"{stats['output_records']:,}", "bold green"), f" documents kept of {stats['input_records']:,} input records "
         f"({_pct(stats['output_records'], stats['input_records'])}): ",
         (f"{dropped:,}", "bold red"), " dropped, ", (f"{stats['quarantined']:,}", "bold yellow"),
@@ -82,7 +86,8 @@ def run_summary(run: Any, path: str) -> Group:
     return Group(Panel(Group(*parts), title="run", title_align="left"))
 
 
-def document_panel(doc: dict[str, Any], number: int, chars: int) -> Panel:
+def document_panel(doc: dict[str, Any], number: int, chars: int) -> tuple[Text, Panel]:
+    """A header line (number, id, url: printed unwrapped, so never cut) and a panel of facts and text."""
     text = doc.get("text") or ""
     facts = Text()
     if doc.get("reason"):
@@ -99,9 +104,9 @@ def document_panel(doc: dict[str, Any], number: int, chars: int) -> Panel:
     if doc.get("source"):
         facts.append(f"  source={doc['source']}", style="dim")
     body = Text.assemble(facts, "\n", _preview(text, chars))
-    title = Text.assemble((f"#{number} ", "dim"), (str(doc.get("id") or ""), "bold"),
-                          ("  " + str(doc.get("url") or ""), "blue"))
-    return Panel(body, title=title, title_align="left")
+    header = Text.assemble((f"#{number} ", "dim"), (str(doc.get("id") or ""), "bold"),
+                           ("  " + str(doc.get("url") or ""), "blue"))
+    return header, Panel(body)
 
 
 def _preview(text: str, chars: int) -> Text:
