@@ -7,17 +7,19 @@ YAML is data: it is read with a safe loader only, which also refuses aliases tha
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Iterator, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, YlinkError
+from .redaction import redact, redact_text
 
 MiB = 1024 * 1024
 INPUT_FORMATS = ("auto", "warc", "wet", "jsonl", "parquet", "text", "html")
@@ -73,6 +75,8 @@ class PipelineConfig(_Strict):
     storage: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Resolved stage list: (op name, validated params), filled in by `validate_config`.
     ops: list[tuple[str, dict[str, Any]]] = Field(default_factory=list, exclude=True)
+    # The values `${VAR}` expanded to: credentials, masked wherever the config is written or shown.
+    _env_values: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     def storage_options(self, url: str) -> dict[str, Any]:
         """fsspec options for `url`'s protocol (`storage: {s3: {...}}`)."""
@@ -81,6 +85,21 @@ class PipelineConfig(_Strict):
         options = self.storage.get(protocol) or self.storage.get(aliases.get(protocol, "")) or {}
         # An unset `${VAR}` leaves "": drop it so the backend uses its own default (e.g. AWS itself).
         return {k: v for k, v in options.items() if v not in ("", None)}
+
+    def redact(self, value: Any) -> Any:
+        """`value` (a dump of this config, a message, a URL) with every credential masked, the
+        values read from the environment included: fit for run.json, reports, logs and the console."""
+        return redact(value, self._env_values)
+
+    @contextlib.contextmanager
+    def redacting_errors(self) -> Iterator[None]:
+        """A YlinkError raised inside leaves with its message redacted: storage backends quote
+        URLs, and the credentials in them, in their errors."""
+        try:
+            yield
+        except YlinkError as exc:
+            exc.args = (self.redact(str(exc)),)
+            raise
 
 
 # ----------------------------------------------------------------------------- loading
@@ -108,7 +127,8 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
         raise ConfigError("the pipeline must be a mapping of keys (name, input, output, stages...)", source)
     raw = dict(raw)
     raw.pop("include", None)
-    raw["storage"] = _expand_env(raw.get("storage") or {})
+    env = _EnvExpansion()
+    raw["storage"] = env.expand(raw.get("storage") or {})
     from .stages import validate_stages  # late import: ops import config helpers
 
     problems: list[str] = []
@@ -123,8 +143,9 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
         except ConfigError as exc:
             problems += exc.problems
     if problems:
-        raise ConfigError(problems, source)
+        raise ConfigError([redact_text(p, env.values) for p in problems], source)
     cfg.ops = ops
+    cfg._env_values = frozenset(env.values)
     if cfg.output.path.startswith("memory://"):
         raise ConfigError(
             "output.path: memory:// lives in one process and Ray workers cannot see it; "
@@ -318,15 +339,32 @@ def _list_index(node: list, part: str, where: str, source: str | None) -> int:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _expand_env(value: Any) -> Any:
-    """`${VAR}` in storage options reads the environment, so credentials stay out of YAML files."""
-    if isinstance(value, dict):
-        return {k: _expand_env(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand_env(v) for v in value]
-    if isinstance(value, str):
-        return _ENV_REF.sub(lambda m: os.environ.get(m.group(1), ""), value)
-    return value
+class _EnvExpansion:
+    """`${VAR}` in storage options reads the environment, so credentials stay out of YAML files.
+    `values` collects what was put in: each is treated as a credential from then on. A dict or
+    list met twice (shared by YAML aliases or by Python references) is expanded once and stays
+    shared, so that sharing never multiplies the work."""
+
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+        self._done: dict[int, Any] = {}
+
+    def expand(self, value: Any) -> Any:
+        if isinstance(value, (dict, list)):
+            if id(value) not in self._done:
+                self._done[id(value)] = (
+                    {k: self.expand(v) for k, v in value.items()} if isinstance(value, dict)
+                    else [self.expand(v) for v in value])
+            return self._done[id(value)]
+        if isinstance(value, str):
+            return _ENV_REF.sub(self._lookup, value)
+        return value
+
+    def _lookup(self, match: re.Match) -> str:
+        found = os.environ.get(match.group(1), "")
+        if found:
+            self.values.add(found)
+        return found
 
 
 # ----------------------------------------------------------------------------- error messages

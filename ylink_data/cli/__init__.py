@@ -1,11 +1,12 @@
-"""The `ylink` command. Errors a user can fix are printed as one line (exit 2); `--debug` shows the
-traceback."""
+"""The `ylink` command. Errors a user can fix are printed as one line (exit 2), without the
+credentials a URL in them may carry; `--debug` shows the traceback."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from ..errors import YlinkError
+from ..redaction import redact_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     except YlinkError as exc:
         if args.debug:
             raise
-        print(f"ylink: error: {exc}", file=sys.stderr)
+        print(f"ylink: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ylink: interrupted; finished tasks are kept: rerun the same command to resume", file=sys.stderr)
@@ -72,8 +73,9 @@ def _run(args: argparse.Namespace) -> int:
     from ..pipeline.runner import Runner
 
     cfg = load_config(args.pipeline, args.overrides)
-    result = Runner(cfg, fresh=args.fresh, progress=False if args.no_progress else None).run()
-    print(result.path)
+    with cfg.redacting_errors():
+        result = Runner(cfg, fresh=args.fresh, progress=False if args.no_progress else None).run()
+    print(cfg.redact(result.path))
     return 0
 
 
@@ -82,10 +84,11 @@ def _validate(args: argparse.Namespace) -> int:
     from ..pipeline.runner import Runner
 
     cfg = load_config(args.pipeline, args.overrides)
-    plan = Runner(cfg).plan()
+    with cfg.redacting_errors():
+        plan = Runner(cfg).plan()
     ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
     print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "
-          f"{len(plan.phases)} phase(s): {ops} → {cfg.output.path}")
+          f"{len(plan.phases)} phase(s): {ops} → {cfg.redact(cfg.output.path)}")
     return 0
 
 

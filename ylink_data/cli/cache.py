@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ..errors import InputError
+from ..redaction import RedactingFilter, redact_text
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -88,7 +89,7 @@ def run_warm(args: argparse.Namespace) -> int:
             raise
     seconds = time.perf_counter() - started
     rate = f", {need / seconds / 1e6:.1f} MB/s" if need and seconds > 0 else ""
-    print(f"{args.url}: {len(wanted)} shards, {total:,} bytes in {cache.cache_dir} "
+    print(f"{redact_text(args.url)}: {len(wanted)} shards, {total:,} bytes in {cache.cache_dir} "
           f"({len(missing)} downloaded in {seconds:.1f}s{rate}, {len(cached)} already cached)")
     return 0
 
@@ -131,11 +132,12 @@ def run_mount(args: argparse.Namespace) -> int:
     if not logger.handlers:  # the daemon's log: warnings, plus one line per download
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s ylink cache mount: %(message)s", "%H:%M:%S"))
+        handler.addFilter(RedactingFilter())  # log lines name shard URLs
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
 
     def ready(tree) -> None:
-        print(f"serving {args.url} ({len(tree.shards)} shards, {tree.total_bytes:,} bytes) read-only at "
+        print(f"serving {redact_text(args.url)} ({len(tree.shards)} shards, {tree.total_bytes:,} bytes) read-only at "
               f"{mountpoint}, cache {args.cache_dir}; Ctrl-C or SIGTERM unmounts", file=sys.stderr, flush=True)
 
     mount.serve(args.url, mountpoint, args.cache_dir, max_bytes=args.max_bytes,
@@ -176,7 +178,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint) -> int:
         lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
         reason = lines[-1] if lines else "no message"
         raise InputError(f"the background mount did not start: {reason} (log: {log_path})")
-    print(f"serving {args.url} read-only at {mountpoint} from process {proc.pid} (log: {log_path}); "
+    print(f"serving {redact_text(args.url)} read-only at {mountpoint} from process {proc.pid} (log: {log_path}); "
           f"unmount with: fusermount3 -u {mountpoint}")
     return 0
 

@@ -17,6 +17,7 @@ from ..config import InputConfig
 from ..errors import InputError
 from ..io.fs import expand_paths, filesystem, join
 from ..io.readers import Record, open_split, plan_splits, read_split
+from ..redaction import redact_text, redact_url
 
 # Columns shown in a document's header, not among its other facts.
 _HEADER = ("id", "text", "url", "lang", "lang_score", "source", "metadata", "reason")
@@ -29,7 +30,7 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
         from ..runs import open_run
 
         run = open_run(path)
-        console.print(Text(path, style="bold"), soft_wrap=True)
+        console.print(Text(redact_text(path), style="bold"), soft_wrap=True)
         console.print(run_summary(run))
         docs: Iterator[dict[str, Any]] = _run_documents(run, limit)
     elif fs.exists(join(root, "run.json")):
@@ -166,12 +167,13 @@ def _documents_of_files(path: str) -> Iterator[dict[str, Any]]:
             yield from _parquet_documents(file.url)
             continue
         cfg = InputConfig(paths=[file.url])
+        source = redact_url(file.url)  # as a run's `source` column names it: without credentials
         for split in plan_splits([file], cfg, lambda _: {}):
             with open_split(split, {}) as f:
                 for item in read_split(split, f, cfg):
                     if isinstance(item, Record):
-                        yield {"id": f"{split.url}@{item.offset}", "url": item.url, "text": item.decoded(),
-                               "source": split.url, "metadata": json.dumps(item.metadata)}
+                        yield {"id": f"{source}@{item.offset}", "url": item.url, "text": item.decoded(),
+                               "source": source, "metadata": json.dumps(item.metadata)}
 
 
 def _has_documents(url: str) -> bool:

@@ -18,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     from ..io.fs import filesystem
+    from ..redaction import redact_text
     from ..report import write_report
 
     fs, root = filesystem(args.run_dir)
@@ -25,5 +26,6 @@ def run_report(args: argparse.Namespace) -> int:
         raise InputError(f"{args.run_dir}: no such run folder")
     if args.samples < 0 or args.max_rows < 1:
         raise InputError("--samples must be 0 or more and --max-rows 1 or more")
-    print(write_report(args.run_dir, args.output, samples_per_reason=args.samples, max_rows=args.max_rows))
+    written = write_report(args.run_dir, args.output, samples_per_reason=args.samples, max_rows=args.max_rows)
+    print(redact_text(written))
     return 0

@@ -14,6 +14,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import InputError
+from ..redaction import redact_url
 
 GLOB_CHARS = set("*?[")
 
@@ -43,8 +44,10 @@ class InputFile:
 
 
 def expand_paths(patterns: list[str], storage_options_for) -> list[InputFile]:
-    """Every file the patterns name, sorted and deduplicated; fails up front, naming the pattern,
-    when one matches nothing or cannot be listed (missing path, no permission, unknown bucket)."""
+    """Every file the patterns name, sorted and deduplicated (URLs that differ only in their
+    credentials are one file: documents are named by the URL without them); fails up front, naming
+    the pattern, when one matches nothing or cannot be listed (missing path, no permission,
+    unknown bucket)."""
     found: dict[str, InputFile] = {}
     for i, pattern in enumerate(patterns):
         where = f"input.paths[{i}]"
@@ -67,7 +70,7 @@ def expand_paths(patterns: list[str], storage_options_for) -> list[InputFile]:
             if is_local(fs) and not os.access(path, os.R_OK):
                 raise InputError(f"{where}: no permission to read {path}")
             url = full_url(fs, path)
-            found[url] = InputFile(url, size)
+            found[redact_url(url)] = InputFile(url, size)
     return [found[u] for u in sorted(found)]
 
 

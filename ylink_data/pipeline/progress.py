@@ -8,6 +8,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from ..redaction import redact_text
+
 
 class RunProgress:
     def __init__(self, enabled: bool | None = None):
@@ -54,4 +56,4 @@ class RunProgress:
                                highlight=False)
 
     def note(self, message: str) -> None:
-        self.console.print(message, highlight=False)
+        self.console.print(redact_text(message), highlight=False)  # notes name output URLs

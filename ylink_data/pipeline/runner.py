@@ -21,6 +21,7 @@ from ..config import PipelineConfig, load_config
 from ..errors import RunStateError, YlinkError
 from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json
 from ..io.readers import group_splits, plan_splits
+from ..redaction import redact_url
 from ..stages import build_op, op_class
 from .global_phase import GlobalContext
 from .layout import RunLayout
@@ -34,7 +35,6 @@ from .tasks import TaskSpec, load_marker
 FORMAT_VERSION = 1
 FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
 FAIL_EXIT_CODE = 75
-_SECRET_KEY = re.compile(r"key|secret|token|password|credential|session", re.I)
 
 
 class RunResult(NamedTuple):
@@ -47,7 +47,8 @@ def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bo
     """Run a pipeline (a YAML path or a dict). `overrides` set keys by dotted path, as `--set` does:
     `run("p.yaml", **{"output.path": "/tmp/x"})`, or merge nested values: `run(p, ray={"num_cpus": 2})`."""
     cfg = load_config(pipeline, overrides)
-    return Runner(cfg, fresh=fresh, progress=progress).run()
+    with cfg.redacting_errors():
+        return Runner(cfg, fresh=fresh, progress=progress).run()
 
 
 @dataclass
@@ -128,10 +129,11 @@ class Runner:
         files = expand_paths(self.cfg.input.paths, self.cfg.storage_options)
         splits = plan_splits(files, self.cfg.input, self.cfg.storage_options)
         tasks = group_splits(splits, self.cfg.input.split_bytes)
+        # URLs without their credentials: run.json shows this, and rotating a password is no new run.
         fingerprinted = {
             "format_version": FORMAT_VERSION,
-            "input": self.cfg.input.model_dump(),
-            "input files": [[f.url, f.size] for f in files],
+            "input": self.cfg.input.model_dump() | {"paths": [redact_url(p) for p in self.cfg.input.paths]},
+            "input files": [[redact_url(f.url), f.size] for f in files],
             "output": self.cfg.output.model_dump(exclude={"path"}),
             "stages": [[name, params] for name, params in self.cfg.ops],
         }
@@ -173,12 +175,11 @@ class Runner:
         return None
 
     def _run_info(self, plan: _Plan) -> dict[str, Any]:
-        config = self.cfg.model_dump(exclude={"ops"})
-        config["storage"] = redact(config.get("storage", {}))
-        return {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
-                "fingerprinted": plan.fingerprinted, "config": config, "tasks": len(plan.tasks),
-                "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "ylink_version": __version__}
+        return self.cfg.redact({
+            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
+            "fingerprinted": plan.fingerprinted, "config": self.cfg.model_dump(exclude={"ops"}),
+            "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "ylink_version": __version__})
 
     def _warn_if_output_is_node_local(self) -> None:
         import ray
@@ -353,12 +354,3 @@ class Runner:
 def _describe_task(spec: TaskSpec) -> str:
     what = ", ".join(s.describe() for s in spec.splits[:2]) + (" ..." if len(spec.splits) > 2 else "")
     return f"phase {spec.phase.index} task {spec.task}" + (f" ({what})" if what else "")
-
-
-def redact(value: Any) -> Any:
-    """Storage options without credentials: fit for run.json, logs and reports."""
-    if isinstance(value, dict):
-        return {k: ("***" if _SECRET_KEY.search(str(k)) and v else redact(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value

@@ -18,6 +18,7 @@ from ..config import PipelineConfig
 from ..io.fs import atomic_write, read_json, write_json
 from ..io.parquet import ParquetFileWriter, RollingParquetWriter
 from ..io.readers import Bad, Record, Skip, Split, open_split, read_split
+from ..redaction import redact_url
 from ..schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ..stages import GlobalOp, MapOp, build_op
 from .layout import RunLayout
@@ -80,6 +81,7 @@ class TaskOutput:
         if self._quarantine_file is None:
             path = self.layout.quarantine(self.spec.phase.index, self.spec.task)
             self._quarantine_file = self._quarantine.enter_context(atomic_write(self.layout.fs, path))
+        entry = self.spec.cfg.redact(entry)  # an error may quote a URL or a credential
         self._quarantine_file.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
         self.quarantined += 1
 
@@ -158,6 +160,11 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
         stats.input_bytes += split_bytes
         read.bytes_in += split_bytes
         started = time.perf_counter()
+        # The `source` column, the quarantine and the ids name the file without the credentials
+        # its URL may carry (user:password@, sig=...). A URL without any is kept as it is, and so
+        # are the ids made from it; URLs that differ only in credentials name one file, which
+        # the input list holds once (expand_paths), so ids stay unique.
+        source = redact_url(split.url)
         inline = spec.inline.get(split.url)
         if inline is not None and not isinstance(inline, bytes):
             import ray
@@ -169,10 +176,10 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                 if isinstance(item, Record):
                     read.docs_in += 1
                     read.docs_out += 1
-                    cols["id"].append(document_id(split.url, item.offset))
+                    cols["id"].append(document_id(source, item.offset))
                     cols["text"].append(item.text)
                     cols["url"].append(item.url)
-                    cols["source"].append(split.url)
+                    cols["source"].append(source)
                     cols["lang"].append(None)
                     cols["lang_score"].append(None)
                     cols["metadata"].append(json.dumps(item.metadata, ensure_ascii=False, default=str)
@@ -191,7 +198,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                     read.dropped[item.reason] += 1
                 elif isinstance(item, Bad):
                     read.quarantined += 1
-                    out.quarantine({"file": split.url, "offset": item.offset, "stage": "read",
+                    out.quarantine({"file": source, "offset": item.offset, "stage": "read",
                                     "reason": "unreadable", "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:

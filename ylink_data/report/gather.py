@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..redaction import redact, redact_text
 from ..runs import Run
 from ..schema import DOCUMENT_SCHEMA
 from .sampling import BottomK, file_schema, iter_batches, kept_files, rejected_files
@@ -87,7 +88,9 @@ class ReportData:
 
 
 def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, seed: int = 0) -> ReportData:
-    stats, info = run.stats, _info(run)
+    # The config, the quarantine and the run's URL are shown redacted again: a run written by an
+    # older ylink, or copied by hand, may still hold credentials.
+    stats, info = run.stats, redact(_info(run))
     keep_rejected = bool(info.get("config", {}).get("output", {}).get("keep_rejected"))
     stages = [StageRow(i, s["name"], s["in"], s["out"], dict(s.get("dropped", {})), s.get("quarantined", 0),
                        float(s.get("seconds", 0.0)), dict(s.get("counters", {}))) for i, s in enumerate(stats["stages"])]
@@ -192,12 +195,12 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
                         "adds exists only for documents dropped after that op.")
     numeric = {c: v for c, v in sorted(numeric.items(), key=lambda kv: _column_order(kv[0])) if v["kept"] or v["dropped later"]}
     return ReportData(
-        url=run.url, manifest=run.manifest, stats=stats, info=info, keep_rejected=keep_rejected, stages=stages,
-        reasons=reasons, bytes_note=note, kept_bytes=kept_bytes, kept_rows_read=kept_sampled,
+        url=redact_text(run.url), manifest=run.manifest, stats=stats, info=info, keep_rejected=keep_rejected,
+        stages=stages, reasons=reasons, bytes_note=note, kept_bytes=kept_bytes, kept_rows_read=kept_sampled,
         rejected_rows_read=rejected_read, sample_note=sample_note, lengths_by_lang=dict(lengths),
         lang_counts=lang_counts, dropped_lang_counts=dropped_langs, numeric=numeric,
         thresholds=thresholds(info, list(numeric)),
-        cluster_sizes=Counter(clusters.values()) if clusters else None, quarantine=run.quarantine())
+        cluster_sizes=Counter(clusters.values()) if clusters else None, quarantine=redact(run.quarantine()))
 
 
 def thresholds(info: dict[str, Any], columns: list[str]) -> dict[str, list[Threshold]]:

@@ -1,0 +1,119 @@
+"""Credentials out of everything ylink writes or shows: run.json, quarantine entries, the `source`
+column, reports, the console, logs and error messages.
+
+A secret is recognised by where it sits or by what it is, because neither alone is enough:
+- where it sits: the value of a secret-looking key (`key`, `token`, `Authorization`, `AccountKey=`
+  in a connection string, `sig=` in a URL query), the user:password of a URL, `Bearer ...`;
+- what it is: a value the configuration read from the environment (`${VAR}`: the caller passes
+  them as `known`), or the shape of a well-known token (AWS access key ids, GitHub, Slack and `sk-`
+  API keys, JWTs, Azure account keys, private key blocks).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Iterable
+
+MASK = "***"
+# Environment values shorter than this are not looked for in free text: replacing every "1" or
+# "eu" would garble the text, and such a value is no credential (a key name still masks it).
+MIN_KNOWN_CHARS = 4
+
+# Words of a key name that mark its value as a credential; compounds written as one word too.
+_SECRET_WORDS = frozenset({
+    "authorization", "auth", "key", "secret", "token", "password", "passwd", "pwd", "passphrase",
+    "credential", "credentials", "session", "sas", "sig", "signature", "cookie",
+    "apikey", "accesskey", "secretkey", "accountkey", "privatekey", "connectionstring", "sastoken",
+    "sessionid", "jsessionid", "phpsessid"})
+# Words of a name: snake_case, kebab-case, camelCase and ACRONYMCase all split the same way.
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+# scheme://user:password@host: everything before the last @ of the authority.
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
+# name=value in a query string, a connection string (`;`) or free text; never inside a path, so
+# that `s3://b/key=1/` (Hive partitions) is left alone.
+_PAIR = re.compile(r"(?:^|(?<=[?&;\s,\"'(]))([A-Za-z][\w.-]*)=([^&;\s\"',)<>]+)")
+_AUTH_SCHEME = re.compile(r"\b(Bearer|bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}")
+_TOKEN_SHAPES = re.compile("|".join([
+    r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b",  # AWS key ids
+    r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",  # GitHub tokens
+    r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",
+    r"\bsk-[A-Za-z0-9_-]{20,}",  # OpenAI-style API keys (sk-..., sk-proj-..., sk-ant-...)
+    r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",  # JWTs
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack tokens
+    r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API keys
+    r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}==",  # Azure storage account keys
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
+]), re.S)
+
+
+def is_secret_key(name: str) -> bool:
+    """True for names such as `secret`, `api_key`, `X-Amz-Signature`, `AccountKey`, `sig`."""
+    words = [w.lower() for w in _WORD.findall(name)]
+    return any(w in _SECRET_WORDS for w in words) or "".join(words) in _SECRET_WORDS
+
+
+def redact(value: Any, known: Iterable[str] = ()) -> Any:
+    """`value` (nested dicts and lists, e.g. a config dump) with every credential masked: values of
+    secret-looking keys whole, and secrets inside any string (see `redact_text`)."""
+    return _redact(value, _known(known))
+
+
+def _redact(value: Any, known: list[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: MASK if is_secret_key(str(k)) and _is_set(v) else _redact(v, known)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact(v, known) for v in value]
+    if isinstance(value, str):
+        return _redact_text(value, known)
+    return value
+
+
+def _is_set(value: Any) -> bool:
+    # An empty value is shown as it is: "not set" is worth seeing and hides nothing.
+    return value not in ("", None, {}, [])
+
+
+def redact_text(text: str, known: Iterable[str] = ()) -> str:
+    """`text` (a message, a URL, a string value) with the `known` values (from the environment),
+    URL user:password, secret name=value pairs, `Bearer ...` and token shapes masked."""
+    return _redact_text(text, _known(known))
+
+
+def _redact_text(text: str, known: list[str]) -> str:
+    for value in known:
+        text = text.replace(value, MASK)
+    text = _mask_pairs(_mask_userinfo(text))
+    text = _AUTH_SCHEME.sub(lambda m: f"{m[1]} {MASK}", text)
+    return _TOKEN_SHAPES.sub(MASK, text)
+
+
+def redact_url(url: str) -> str:
+    """`url` without its user:password and secret parameters (`sig=`, `token=`,
+    `X-Amz-Signature=`...); nothing else changes, so a URL without secrets stays exactly as it was.
+    Depends on the URL alone, and two URLs it makes equal name the same file: what it gives is fit
+    to make document ids from."""
+    path, query_mark, query = _mask_userinfo(url).partition("?")
+    return path + query_mark + _mask_pairs(query)
+
+
+def _mask_userinfo(text: str) -> str:
+    return _USERINFO.sub(lambda m: f"{m[1]}{MASK}@", text)
+
+
+def _mask_pairs(text: str) -> str:
+    return _PAIR.sub(lambda m: f"{m[1]}={MASK}" if is_secret_key(m[1]) else m[0], text)
+
+
+def _known(values: Iterable[str]) -> list[str]:
+    # Longest first, so that a value containing another is masked whole.
+    return sorted({v for v in values if len(v) >= MIN_KNOWN_CHARS}, key=len, reverse=True)
+
+
+class RedactingFilter(logging.Filter):
+    """Attached to a log handler: every record is formatted, then redacted, before it is written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact_text(record.getMessage()), None
+        return True
