@@ -4,7 +4,8 @@ resumable order (`ShardLoader`)."""
 from __future__ import annotations
 
 from .loader import ShardLoader, merge_states
+from .manifest import ShardRef, run_shards
 from .prefetch import Prefetcher
-from .store import ShardCache, ShardRef, run_shards
+from .store import ShardCache
 
 __all__ = ["ShardLoader", "merge_states", "ShardRef", "ShardCache", "Prefetcher", "run_shards"]

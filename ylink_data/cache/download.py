@@ -1,13 +1,17 @@
 """Moving one shard's bytes from any fsspec URL into a local file: ranged parts fetched in parallel,
 written and hashed in order as they arrive, each request retried with backoff when the failure is
-transient (5xx, 408/429, timeouts, resets). What a shard is and where it lives is `store.py`'s
-business; this module only moves bytes."""
+transient (5xx, 408/429, timeouts, resets); and the few things done to such a local file (claim its
+space, stamp it, hash it). What a shard is and where it lives is `store.py`'s business; this module
+only moves and checks bytes."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import logging
 import os
 import random
+import shutil
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +46,14 @@ class DownloadError(YlinkError):
     """A shard could not be fetched, or what arrived is not what the manifest promised."""
 
 
+class NoRoomError(YlinkError):
+    """A local disk (the cache's, or the temporary folder) has no room for a shard."""
+
+
+# No room on the disk, in the user's quota, or in one file: a disk that cannot hold the shard.
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 class _NotRetryable(Exception):
     """A failure that another attempt cannot fix (wrong size); carries its own message."""
 
@@ -53,12 +65,12 @@ def download(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, fd: 
     computed while the data streams in and at most `parallel` parts are held in memory."""
     sha = hashlib.sha256()
     step = max(1, min(policy.part_bytes, max(policy.min_part_bytes, -(-size // max(1, policy.parallel)))))
-    parts = [(start, min(start + step, size)) for start in range(0, size, step)]
-    if not parts:
+    if size <= 0:
         return sha.hexdigest()
-    pool = ThreadPoolExecutor(max_workers=min(policy.parallel, len(parts)), thread_name_prefix="ylink-range")
+    # A generator: a manifest that claims an absurd size fails at its first part, not by listing parts.
+    todo = ((start, min(start + step, size)) for start in range(0, size, step))
+    pool = ThreadPoolExecutor(max_workers=min(policy.parallel, -(-size // step)), thread_name_prefix="ylink-range")
     pending: deque[tuple[int, Future]] = deque()
-    todo = iter(parts)
 
     def submit() -> None:
         part = next(todo, None)
@@ -154,6 +166,63 @@ def describe(exc: BaseException, timeout_s: float) -> str:
     if status is not None:
         return f"HTTP {status}" + (f" ({text[:200]})" if text and str(status) not in text else "")
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def check_digest(url: str, expected: str, digest: str) -> None:
+    """A `DownloadError` unless the bytes of `url` hash to the manifest's `expected` sha256."""
+    if digest != expected:
+        raise DownloadError(f"cannot use {url}: its sha256 is {digest}, the manifest says {expected} "
+                            "(the file changed after the run was written?)")
+
+
+def wrong_size(url: str, actual: int, expected: int) -> DownloadError:
+    return DownloadError(f"cannot use {url}: it has {actual:,} bytes, the manifest says {expected:,} "
+                         "(the run changed after its manifest was written, or the copy is incomplete)")
+
+
+def no_room(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, folder: str | os.PathLike,
+            exc: OSError, fix: str) -> YlinkError:
+    """The one-line error for a shard that the disk of `folder` cannot hold (`exc`: ENOSPC, EDQUOT or
+    EFBIG). A manifest that claims more bytes than the file has fails the same way; the remote size
+    (asked only now, on failure) tells the two apart."""
+    with contextlib.suppress(Exception):
+        actual = int(fs.size(path))
+        if actual != size:
+            return wrong_size(url, actual, size)
+    free = shutil.disk_usage(folder).free
+    return NoRoomError(f"{folder} has no room for {url}: it needs {size:,} bytes, {free:,} are free "
+                       f"({exc.strerror}); {fix}")
+
+
+def allocate(fd: int, size: int) -> None:
+    """Claim a download's disk space before fetching it, so that a full disk fails at once, not
+    halfway through the shard. Filesystems that cannot allocate ahead fail at the write instead."""
+    if size:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+
+
+def file_stamp(file: str | os.PathLike | int) -> tuple[int, int, int, int] | None:
+    """(size, inode, mtime, ctime) of a path or open descriptor: changes whenever the file is
+    rewritten, replaced or touched. None when the path does not exist."""
+    try:
+        st = os.stat(file)
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+def sha256_file(file: str | os.PathLike | int) -> str:
+    """The sha256 hex digest of a file's whole content (a path, or an open descriptor read from its start)."""
+    sha = hashlib.sha256()
+    with open(file, "rb", closefd=not isinstance(file, int)) as f:
+        f.seek(0)
+        while chunk := f.read(4 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
 
 
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:

@@ -38,7 +38,9 @@ applied); the next `readahead` blocks are decoded and shuffled in threads while 
 decoded blocks are kept while the next batches use them, and a batch is a zero-copy slice of one
 (or, at a block boundary, two blocks joined). With `cache_dir` the shards
 come through the node-local shard cache (`ylink_data.cache.store`) and its prefetcher is given the
-shards in the order this loader will read them; without it, straight through fsspec.
+shards in the order this loader will read them; without it, straight from the run, verified all the
+same (`ylink_data.cache.verified`). Either way the manifest is checked first
+(`ylink_data.cache.manifest`): no shard outside the run folder, none without a sha256.
 """
 from __future__ import annotations
 
@@ -56,9 +58,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import YlinkError
-from ..io.fs import full_url, join
-from ..runs import open_run
+from ..io.fs import filesystem, full_url, join
+from .manifest import RunShard, check_manifest, read_manifest
 from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, Partition
+from .verified import VerifiedShards
 
 STATE_VERSION = 2      # 2: the sliding-window block order (order.py); a version 1 position means another order
 _OPEN_SHARDS = 16     # shard files kept open (a shuffle window spans a few shards)
@@ -66,9 +69,9 @@ _DECODED_BLOCKS = 4   # decoded blocks kept: a worker's next batch is often in t
 _CONFIG_KEYS = ("run", "rows", "seed", "shuffle", "block_rows", "window_blocks")
 
 
-def run_fingerprint(shards: Sequence[dict[str, Any]]) -> str:
+def run_fingerprint(shards: Sequence[RunShard]) -> str:
     """Identifies a run's content for states: the shards' paths, row counts and checksums."""
-    key = json.dumps([[s["path"], int(s["rows"]), s.get("sha256")] for s in shards])
+    key = json.dumps([[s.path, s.rows, s.ref.sha256] for s in shards])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -98,22 +101,28 @@ class ShardLoader:
         self.seed, self.batch_size, self.shuffle = int(seed), int(batch_size), bool(shuffle)
         self.columns = list(columns) if columns is not None else None
         self.block_rows, self.window_blocks, self.readahead = int(block_rows), int(window_blocks), int(readahead)
-        run = open_run(url, storage_options)
+        if manifest is None:
+            run = read_manifest(url, storage_options)
+        else:  # given by the caller (TextDataset reads it once for all its workers): checked all the same
+            fs, root = filesystem(url, storage_options)
+            root = root.rstrip("/")
+            run = check_manifest(fs, root, full_url(fs, join(root, "manifest.json")), manifest)
         self._fs, self._root = run.fs, run.root
-        self.manifest = manifest if manifest is not None else run.manifest
-        self.shards: list[dict[str, Any]] = list(self.manifest["shards"])
+        self.manifest = run.data
+        self.shards: list[RunShard] = run.shards
         self.fingerprint = run_fingerprint(self.shards)
-        self.num_rows = sum(int(s["rows"]) for s in self.shards)
+        self.num_rows = sum(s.rows for s in self.shards)
         self._order: EpochOrder | None = None
         self.epoch = int(epoch)
         EpochOrder([], seed=self.seed, epoch=self.epoch)  # validates seed and epoch up front
         self._start, self._done = 0, 0
+        self._direct = VerifiedShards(self._fs)  # reads shards without the cache (cache_dir None)
 
     # -- order and position -------------------------------------------------------------------
     @property
     def order(self) -> EpochOrder:
         if self._order is None or self._order.epoch != self.epoch:
-            self._order = EpochOrder([int(s["rows"]) for s in self.shards], seed=self.seed, epoch=self.epoch,
+            self._order = EpochOrder([s.rows for s in self.shards], seed=self.seed, epoch=self.epoch,
                                      shuffle=self.shuffle, block_rows=self.block_rows, window_blocks=self.window_blocks)
         return self._order
 
@@ -201,7 +210,7 @@ class ShardLoader:
                 yield batch
 
     def shard_url(self, index: int) -> str:
-        return full_url(self._fs, join(self._root, self.shards[index]["path"]))
+        return self.shards[index].ref.url
 
 
 def merge_states(states: Sequence[dict[str, Any]], extra_steps: int = 0) -> dict[str, Any]:
@@ -253,12 +262,12 @@ class _Reader:
         self._sequence: list[int] = []           # blocks in the order the batches first need them
         self._next_decode = 0                    # index into _sequence of the next block to submit
         self._cache = self._prefetcher = None
-        self._refs: list[Any] = []
+        self._refs = [shard.ref for shard in loader.shards]
         self._uses: list[int] = []
         self._cursor = 0
         self._unscheduled: list[Any] | None = None   # the prefetcher's schedule, until the first block is in
         if loader.cache_dir is not None:
-            self._cache, self._refs, self._prefetcher = _open_cache(loader)
+            self._cache, self._prefetcher = _open_cache(loader)
             if self._prefetcher is not None:
                 stack.callback(self._prefetcher.close)
         self._ahead = max(0, loader.readahead)
@@ -310,17 +319,16 @@ class _Reader:
         if not mine:
             return opening.result()[1:]
         stack = contextlib.ExitStack()
+        shard = self.loader.shards[index]
         try:
+            # Memory-mapped either way: a cached shard is immutable (renamed into place, pinned while
+            # open), and mapping saves copying it out of the page cache.
             if self._cache is not None:
-                # Memory-mapped: a cached shard is immutable (renamed into place, pinned while open),
-                # and mapping saves copying it out of the page cache.
-                path = stack.enter_context(self._cache.get(self._refs[index]))
-                file = pq.ParquetFile(path, memory_map=True)
+                source = stack.enter_context(self._cache.get(shard.ref))
             else:
-                path = join(self.loader._root, self.loader.shards[index]["path"])
-                file = pq.ParquetFile(stack.enter_context(self.loader._fs.open(path, "rb")))
-            meta = file.metadata
-            starts = np.concatenate([[0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])])
+                source = pa.BufferReader(stack.enter_context(
+                    self.loader._direct.open(join(self.loader._root, shard.path), shard.ref)))
+            file, starts = _open_parquet(source, shard)
         except BaseException as exc:
             stack.close()
             with self._open_lock:
@@ -352,9 +360,6 @@ class _Reader:
         with lock:
             table = file.read_row_groups(list(range(g0, g1)), columns=self.columns)
         table = table.slice(first - int(starts[g0]), n)
-        if table.num_rows != n:
-            raise YlinkError(f"{self.loader.shard_url(shard)} has fewer rows than its manifest entry "
-                             f"({self.loader.shards[shard]['rows']}): the run changed after its manifest was written")
         if self.order.shuffle:
             # In range by construction (a permutation of the block's rows): no bounds check. The
             # indices wrap the numpy buffer: pa.array(ndarray) would import pandas (0.2 s) to check
@@ -434,16 +439,30 @@ class _Reader:
         self._last = (-1, 0, 0, None)
 
 
+def _open_parquet(source, shard: RunShard) -> tuple[pq.ParquetFile, np.ndarray]:
+    """A verified shard as a Parquet file, and its row groups' first rows; a one-line error naming
+    the shard when it is no Parquet file or holds another number of rows than its manifest entry."""
+    try:
+        file = pq.ParquetFile(source, memory_map=isinstance(source, str))
+    except (pa.ArrowException, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise YlinkError(f"cannot read {shard.ref.url} as Parquet: {first}") from None
+    meta = file.metadata
+    if meta.num_rows != shard.rows:
+        raise YlinkError(f"{shard.ref.url} holds {meta.num_rows:,} rows, its manifest entry says {shard.rows:,}: "
+                         "the run changed after its manifest was written")
+    starts = np.concatenate([[0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])])
+    return file, starts
+
+
 def _open_cache(loader: ShardLoader):
     """The node-local shard cache and its prefetcher for `loader` (ylink_data.cache.store and
     .prefetch): the one place the loader meets the cache."""
     try:
         from .prefetch import Prefetcher
-        from .store import ShardCache, shard_refs
+        from .store import ShardCache
     except ImportError as exc:
         raise YlinkError(f"cache_dir needs the shard cache (ylink_data.cache.store), which cannot be imported: {exc}") \
             from None
     cache = ShardCache(loader.cache_dir, max_bytes=loader.max_cache_bytes, storage_options=loader.storage_options)
-    # the manifest the loader already read: a warm start makes no request before its first shard
-    refs = shard_refs(loader._fs, loader._root, loader.manifest)
-    return cache, refs, Prefetcher(cache)
+    return cache, Prefetcher(cache)

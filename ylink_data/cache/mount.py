@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
-import json
 import logging
 import os
 import shutil
@@ -34,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..errors import YlinkError
-from ..io.fs import filesystem, full_url, is_local, join
+from ..io.fs import join
+from .manifest import ManifestError, ShardRef, clean_path, read_manifest
 from .prefetch import Prefetcher
-from .store import ShardCache, ShardRef
+from .store import ShardCache
 
 log = logging.getLogger(__name__)
 
@@ -69,43 +69,30 @@ class RunTree:
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "RunTree":
-        """Read the run's manifest (and its tiers' manifests) at `url`: a local folder or fsspec URL."""
-        fs, root = filesystem(url, storage_options)
-        root = root.rstrip("/")
-        try:
-            raw = fs.cat_file(join(root, "manifest.json"))
-        except FileNotFoundError:
-            raise YlinkError(f"{url} is not a finished ylink run: no manifest.json") from None
-        except Exception as exc:  # noqa: BLE001 -- backends raise their own types (auth, DNS, HTTP...)
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise YlinkError(f"cannot read the manifest of {url}: {type(exc).__name__}: {first}") from None
-        try:
-            manifest = json.loads(raw)
-            shards = list(manifest["shards"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise YlinkError(f"the manifest of {url} is not a ylink manifest: {exc}") from None
-        if is_local(fs):  # the same spelling as run_shards: the same cache entries as warm and ShardLoader
-            root = os.path.realpath(root)
-        tree = cls(url=url, mtime_ns=_created_ns(manifest))
+        """Read the run's manifest (checked: `ylink_data.cache.manifest`) and its tiers' manifests at
+        `url`: a local folder or fsspec URL."""
+        run = read_manifest(url, storage_options)
+        tree = cls(url=url, mtime_ns=_created_ns(run.data))
         tree._add_file("/manifest.json")
-        tree.blobs["/manifest.json"] = bytes(raw)
-        for shard in shards:
-            path = _clean(shard.get("path"), url)
-            if path in tree.shards:
-                raise YlinkError(f"the manifest of {url} lists {path[1:]} twice")
-            ref = ShardRef(url=full_url(fs, join(root, path[1:])), sha256=shard["sha256"], size=int(shard["bytes"]))
+        tree.blobs["/manifest.json"] = run.raw
+        for shard in run.shards:
+            path = "/" + shard.path
             folder = str(PurePosixPath(path).parent)
             refs = tree.folders.setdefault(folder, [])
-            tree.shards[path] = _Shard(ref, folder, len(refs))
-            refs.append(ref)
+            tree.shards[path] = _Shard(shard.ref, folder, len(refs))
+            refs.append(shard.ref)
             tree._add_file(path)
-        for tier, info in (manifest.get("tiers") or {}).items():
-            folder = _clean((info or {}).get("path") or f"tiers/{tier}", url)
+        tiers = run.data.get("tiers") or {}
+        if not isinstance(tiers, dict):
+            raise ManifestError(f"{run.url}: 'tiers' is not an object of tier folders; refusing it")
+        for tier, info in tiers.items():
+            given = info.get("path") if isinstance(info, dict) else None
+            folder = "/" + clean_path(given or f"tiers/{tier}", f"{run.url} tier {tier!r}")
             target = f"{folder}/manifest.json"
             if target in tree.shards:
                 continue
             try:
-                tree.blobs[target] = bytes(fs.cat_file(join(root, target[1:])))
+                tree.blobs[target] = bytes(run.fs.cat_file(join(run.root, target[1:])))
             except FileNotFoundError:
                 log.warning("tier %s of %s has no %s: its folder is shown without one", tier, url, target[1:])
                 continue
@@ -134,16 +121,6 @@ class RunTree:
     @property
     def total_bytes(self) -> int:
         return sum(s.ref.size for s in self.shards.values())
-
-
-def _clean(path, url: str) -> str:
-    """A manifest's relative path as an absolute path in the mount ("/data/part-00000.parquet")."""
-    if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path:
-        raise YlinkError(f"the manifest of {url} names a path that cannot be served: {path!r}")
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    if not parts or ".." in parts:
-        raise YlinkError(f"the manifest of {url} names a path that cannot be served: {path!r}")
-    return "/" + "/".join(parts)
 
 
 def _created_ns(manifest: dict) -> int:

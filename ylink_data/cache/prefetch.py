@@ -18,9 +18,10 @@ import math
 import threading
 from typing import Sequence
 
-from .store import ShardCache, ShardRef, run_shards
+from .manifest import ShardRef
+from .store import ShardCache
 
-__all__ = ["Prefetcher", "run_shards"]
+__all__ = ["Prefetcher"]
 
 log = logging.getLogger(__name__)
 

@@ -25,51 +25,18 @@ import math
 import os
 import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import YlinkError
-from ..io.fs import filesystem, full_url, is_local, join, read_json
-from .download import DownloadError, DownloadPolicy, download
+from ..io.fs import filesystem
+from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
+                       sha256_file)
+from .manifest import ShardRef, is_sha256
 
 log = logging.getLogger(__name__)
 
 _SUFFIX = ".parquet"
 _TMP = ".tmp-"
-
-
-@dataclass(frozen=True)
-class ShardRef:
-    """One shard of a run, as the manifest names it. `etag`, when given, becomes part of the
-    cache key (the manifest's sha256 already pins the content, so run_shards leaves it None)."""
-
-    url: str
-    sha256: str
-    size: int
-    etag: str | None = None
-
-
-def run_shards(url: str, storage_options: dict | None = None) -> list[ShardRef]:
-    """The shards of the finished run at `url` (a local folder or any fsspec URL), in manifest order."""
-    fs, root = filesystem(url, storage_options)
-    root = root.rstrip("/")
-    try:
-        manifest = read_json(fs, join(root, "manifest.json"))
-    except FileNotFoundError:
-        raise YlinkError(f"{url} is not a finished ylink run: no manifest.json") from None
-    except Exception as exc:  # noqa: BLE001 -- backends raise their own types (auth, DNS, HTTP...)
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise YlinkError(f"cannot read the manifest of {url}: {type(exc).__name__}: {first}") from None
-    return shard_refs(fs, root, manifest)
-
-
-def shard_refs(fs, root: str, manifest: dict) -> list[ShardRef]:
-    """The shards of an already read `manifest` of the run at `root` on `fs`, in manifest order."""
-    if is_local(fs):  # one spelling per file, so that every process finds the same cache entry
-        root = os.path.realpath(root)
-    return [ShardRef(url=full_url(fs, join(root, shard["path"])), sha256=shard["sha256"], size=int(shard["bytes"]))
-            for shard in manifest["shards"]]
 
 
 class ShardCache:
@@ -132,7 +99,7 @@ class ShardCache:
     def contains(self, ref: ShardRef) -> bool:
         """Whether `ref` is cached, by the cheap check (size and the stamp recorded at download)."""
         key = self.key(ref)
-        stamp = _stamp(self._shard_path(key))
+        stamp = file_stamp(self._shard_path(key))
         return stamp is not None and stamp[0] == ref.size and self._meta_stamp(key) == list(stamp)
 
     def verify(self, ref: ShardRef) -> bool:
@@ -144,7 +111,7 @@ class ShardCache:
             path = self._shard_path(key)
             if not path.exists():
                 return False
-            if _stamp(path)[0] == ref.size and _sha256_file(path) == ref.sha256:
+            if file_stamp(path)[0] == ref.size and sha256_file(path) == ref.sha256:
                 self._write_meta(key, ref)
                 return True
             log.warning("cached shard of %s is damaged (sha256 differs): it will be fetched again", ref.url)
@@ -178,7 +145,7 @@ class ShardCache:
 
     def _fresh(self, key: str, ref: ShardRef) -> bool:
         path = self._shard_path(key)
-        stamp = _stamp(path)
+        stamp = file_stamp(path)
         if stamp is None:
             return False
         if stamp[0] != ref.size:
@@ -187,41 +154,49 @@ class ShardCache:
         if self._meta_stamp(key) == list(stamp):
             return True
         # Changed since it was verified (or its metadata is missing): hash it once more.
-        if _sha256_file(path) == ref.sha256:
+        if sha256_file(path) == ref.sha256:
             self._write_meta(key, ref)
             return True
         log.warning("cached shard of %s was modified (sha256 differs): fetching it again", ref.url)
         return False
 
     def _fetch(self, key: str, ref: ShardRef) -> None:
+        if not is_sha256(ref.sha256):  # "verified" must mean something: no digest, no cache entry
+            raise DownloadError(f"cannot cache {ref.url}: no sha256 to verify it against ({ref.sha256!r})")
         shards = self.cache_dir / "shards"
         for leftover in shards.glob(f"{key}{_SUFFIX}{_TMP}*"):  # we hold the lock: their owners died
             with contextlib.suppress(FileNotFoundError):
                 os.remove(leftover)
         tmp = shards / f"{key}{_SUFFIX}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
         started = time.perf_counter()
-        fd = self._reserve(key, tmp, ref.size)
+        fs, remote = filesystem(ref.url, self.storage_options)
+        fd = -1
         try:
-            fs, remote = filesystem(ref.url, self.storage_options)
+            fd = self._reserve(key, tmp, ref.size)
+            allocate(fd, ref.size)
             digest = download(fs, remote, ref.url, ref.size, fd, self.policy)
-            if ref.sha256 and digest != ref.sha256:
-                raise DownloadError(f"cannot use {ref.url}: its sha256 is {digest}, the manifest says {ref.sha256} "
-                                    "(the file changed after the run was written?)")
+            check_digest(ref.url, ref.sha256, digest)
             os.fsync(fd)
             os.close(fd)
             fd = -1
             with self._budget_lock():
                 os.replace(tmp, self._shard_path(key))
+            self._write_meta(key, ref)
+            seconds = time.perf_counter() - started
+            line = json.dumps({"time": round(time.time(), 3), "url": ref.url, "key": key, "bytes": ref.size,
+                               "seconds": round(seconds, 3), "pid": os.getpid()})
+            _append(self.cache_dir / "downloads.log", line)
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            raise no_room(fs, remote, ref.url, ref.size, self.cache_dir, exc,
+                          "free space there, or give the cache a budget the disk can hold (--max-bytes, "
+                          "max_cache_bytes), so that it evicts old shards") from None
         finally:
             if fd >= 0:
                 os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
-        self._write_meta(key, ref)
-        seconds = time.perf_counter() - started
-        line = json.dumps({"time": round(time.time(), 3), "url": ref.url, "key": key, "bytes": ref.size,
-                           "seconds": round(seconds, 3), "pid": os.getpid()})
-        _append(self.cache_dir / "downloads.log", line)
         log.info("fetched %s (%d bytes) in %.2fs", ref.url, ref.size, seconds)
 
     def _reserve(self, key: str, tmp: Path, size: int) -> int:
@@ -347,7 +322,7 @@ class ShardCache:
 
     def _write_meta(self, key: str, ref: ShardRef) -> None:
         meta = {"url": ref.url, "sha256": ref.sha256, "size": ref.size, "etag": ref.etag,
-                "stamp": list(_stamp(self._shard_path(key)))}
+                "stamp": list(file_stamp(self._shard_path(key)))}
         target = self._meta_path(key)
         tmp = target.with_name(f"{target.name}{_TMP}{os.getpid()}-{secrets.token_hex(4)}")
         tmp.write_text(json.dumps(meta))
@@ -428,23 +403,6 @@ if hasattr(os, "register_at_fork"):
 
 
 # -- files -------------------------------------------------------------------------------------
-
-def _stamp(path: Path) -> tuple[int, int, int, int] | None:
-    """(size, inode, mtime, ctime): changes whenever the file is rewritten, replaced or touched."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
-
-
-def _sha256_file(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(4 << 20):
-            sha.update(chunk)
-    return sha.hexdigest()
-
 
 def _append(path: Path, line: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -50,6 +50,7 @@ def run_warm(args: argparse.Namespace) -> int:
                                TransferSpeedColumn)
 
     from ..cache import ShardCache, run_shards
+    from ..cache.download import NoRoomError
 
     if args.parallel < 1:
         raise InputError(f"--parallel must be 1 or more, not {args.parallel}")
@@ -83,9 +84,11 @@ def run_warm(args: argparse.Namespace) -> int:
         try:
             for future in as_completed(futures):
                 progress.advance(task, future.result())
-        except BaseException:
+        except BaseException as exc:
             for future in futures:
                 future.cancel()
+            if isinstance(exc, NoRoomError):  # the shard's need, and the whole warm-up's
+                raise NoRoomError(f"{exc} (warming {len(missing)} shards needs {need:,} bytes in all)") from None
             raise
     seconds = time.perf_counter() - started
     rate = f", {need / seconds / 1e6:.1f} MB/s" if need and seconds > 0 else ""

@@ -1,0 +1,189 @@
+"""A run's manifest as the cache reads it: every entry checked before a byte of any shard is read.
+
+A manifest is input like any other: written by hand, damaged, or made to read files outside the
+run (`../../etc/shadow`, `s3://other-bucket/...`, `data/%2e%2e/%2e%2e/other-run/...` over HTTP).
+`read_manifest` is the one way `ylink cache warm`, `ShardLoader` and `ylink cache mount` turn a run
+into shards: each shard's path must name a file inside the run folder on every filesystem (no
+`..`, no absolute path, no URL syntax, and for local runs no symbolic link out of the folder), and
+each must carry a sha256 to verify it against and whole, non-negative `bytes` and `rows`. Anything
+else is refused with one line naming the manifest, the shard and the field.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from ..errors import YlinkError
+from ..io.fs import filesystem, full_url, is_local, join
+
+VERSIONS = (1,)           # the manifest versions this code reads (ylink_data.pipeline.runner.FORMAT_VERSION)
+MAX_FILE_BYTES = 2 ** 63 - 1  # the largest size a file can have (a signed 64-bit offset)
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+# Characters a URL reads as syntax, not as part of a name: a path holding one does not name the
+# same file over HTTP as on disk ('%2e%2e' is '..' to an HTTP client, '?' and '#' end the path),
+# ':' starts a scheme or an fsspec chain ('x::s3://...'), and '\\' is a separator on Windows.
+_URL_SYNTAX = set(":?#%\\")
+
+
+class ManifestError(YlinkError):
+    """A run's manifest that cannot be trusted: nothing of the run is read."""
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """One shard of a run, as the manifest names it. `etag`, when given, becomes part of the
+    cache key (the manifest's sha256 already pins the content, so read_manifest leaves it None)."""
+
+    url: str
+    sha256: str
+    size: int
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class RunShard:
+    """One checked manifest entry: its path inside the run folder (normalised, "data/part-00000.parquet"),
+    its row count, and where to fetch it."""
+
+    path: str
+    rows: int
+    ref: ShardRef
+
+
+@dataclass
+class RunManifest:
+    """A run's manifest, read and checked: `url` is the manifest's own (for messages), `raw` its bytes."""
+
+    url: str
+    fs: fsspec.AbstractFileSystem
+    root: str
+    data: dict[str, Any]
+    shards: list[RunShard]
+    raw: bytes = b""
+
+
+def read_manifest(url: str, storage_options: dict | None = None) -> RunManifest:
+    """Read and check the manifest of the finished run at `url` (a local folder or any fsspec URL)."""
+    fs, root = filesystem(url, storage_options)
+    root = root.rstrip("/")
+    try:
+        raw = bytes(fs.cat_file(join(root, "manifest.json")))
+    except FileNotFoundError:
+        hint = ""
+        try:  # a run folder without a manifest: an unfinished run
+            if fs.exists(join(root, "run.json")):
+                hint = " (the run is unfinished: rerun it to resume)"
+        except Exception:  # noqa: BLE001 -- the hint is optional; the error below is the point
+            pass
+        raise ManifestError(f"{url} is not a finished ylink run: no manifest.json{hint}") from None
+    except Exception as exc:  # noqa: BLE001 -- backends raise their own types (auth, DNS, HTTP...)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ManifestError(f"cannot read the manifest of {url}: {type(exc).__name__}: {first}") from None
+    where = full_url(fs, join(root, "manifest.json"))
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ManifestError(f"{where} is not JSON ({exc}); is {url} a ylink run?") from None
+    manifest = check_manifest(fs, root, where, data)
+    manifest.raw = raw
+    return manifest
+
+
+def check_manifest(fs: fsspec.AbstractFileSystem, root: str, where: str, data: Any) -> RunManifest:
+    """Check an already parsed manifest (`where`: its URL, for messages) of the run at `root` on `fs`."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where} is not a ylink manifest: a JSON {_json_type(data)}, not an object")
+    version = data.get("version")
+    if version not in VERSIONS:
+        said = "has no 'version'" if "version" not in data else f"has version {version!r}"
+        raise ManifestError(f"{where} {said}; this ylink reads version {', '.join(map(str, VERSIONS))} "
+                            "(written by another ylink? use the ylink that wrote it)")
+    entries = data.get("shards")
+    if not isinstance(entries, list):
+        said = "has no 'shards'" if "shards" not in data else f"'shards' is a JSON {_json_type(entries)}"
+        raise ManifestError(f"{where} {said}, not a list of shards")
+    if is_local(fs):  # one spelling per file, so that every process finds the same cache entry
+        root = os.path.realpath(root)
+    shards, seen = [], {}
+    for index, entry in enumerate(entries):
+        shard = _check_shard(fs, root, f"{where} shard {index}", entry)
+        if shard.path in seen:
+            raise ManifestError(f"{where} shard {index}: path {shard.path!r} is also shard {seen[shard.path]}; "
+                                "a run lists each shard once, refusing it")
+        seen[shard.path] = index
+        shards.append(shard)
+    return RunManifest(url=where, fs=fs, root=root, data=data, shards=shards)
+
+
+def clean_path(path: Any, what: str) -> str:
+    """A manifest's relative path, normalised ("data/./x" -> "data/x"); a ManifestError naming
+    `what` ("<manifest> shard 3") unless it stays inside the run folder on every filesystem."""
+    if not isinstance(path, str) or not path:
+        raise ManifestError(f"{what}: path {path!r} is not a relative path in the run folder; refusing it")
+    if path.startswith("/"):
+        raise ManifestError(f"{what}: path {path!r} is absolute, not inside the run folder; refusing it")
+    odd = sorted({c for c in path if c in _URL_SYNTAX or ord(c) < 0x20 or ord(c) == 0x7F})
+    if odd:
+        shown = " ".join(repr(c) for c in odd)
+        raise ManifestError(f"{what}: path {path!r} holds {shown}, which a URL or another filesystem reads "
+                            "differently; refusing it")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts or not parts:
+        raise ManifestError(f"{what}: path {path!r} leaves the run folder; refusing it")
+    return "/".join(parts)
+
+
+def _check_shard(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any) -> RunShard:
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{what}: a JSON {_json_type(entry)}, not an object with path, rows, bytes and sha256")
+    path = clean_path(entry.get("path"), what)
+    target = join(root, path)
+    if is_local(fs):
+        real = os.path.realpath(target)
+        if not real.startswith(root.rstrip("/") + "/"):
+            raise ManifestError(f"{what}: path {path!r} leads to {real}, outside the run folder "
+                                "(a symbolic link?); refusing it")
+    size = _count(entry, "bytes", what)
+    rows = _count(entry, "rows", what)
+    if size > MAX_FILE_BYTES:
+        raise ManifestError(f"{what}: bytes {size} is more than any file can hold; refusing it")
+    if rows > size:  # every row holds at least its own id: a shard has fewer rows than bytes
+        raise ManifestError(f"{what}: rows {rows} in a shard of {size} bytes is impossible; refusing it")
+    digest = entry.get("sha256")
+    if not is_sha256(digest):
+        said = "no 'sha256'" if "sha256" not in entry else f"sha256 {digest!r} is not 64 hex digits"
+        raise ManifestError(f"{what}: {said}, so the shard cannot be verified; refusing it")
+    return RunShard(path=path, rows=rows, ref=ShardRef(url=full_url(fs, target), sha256=digest.lower(), size=size))
+
+
+def is_sha256(text: Any) -> bool:
+    """Whether `text` is a SHA-256 digest in hex (64 hex digits)."""
+    return isinstance(text, str) and _SHA256.fullmatch(text) is not None
+
+
+def _count(entry: dict, field: str, what: str) -> int:
+    """A whole number, 0 or more (JSON true/false and 2.0 are not counts)."""
+    if field not in entry:
+        raise ManifestError(f"{what}: no {field!r}; refusing it")
+    value = entry[field]
+    if type(value) is not int or value < 0:
+        raise ManifestError(f"{what}: {field} {value!r} is not a whole number of 0 or more; refusing it")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    for kind, name in ((dict, "object"), (list, "list"), (str, "string"), (bool, "boolean"), (int, "number"),
+                       (float, "number")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
+def run_shards(url: str, storage_options: dict | None = None) -> list[ShardRef]:
+    """The shards of the finished run at `url` (a local folder or any fsspec URL), in manifest order."""
+    return [shard.ref for shard in read_manifest(url, storage_options).shards]
