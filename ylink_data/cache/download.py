@@ -180,17 +180,18 @@ def wrong_size(url: str, actual: int, expected: int) -> DownloadError:
                          "(the run changed after its manifest was written, or the copy is incomplete)")
 
 
-def no_room(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, folder: str | os.PathLike,
+def no_room(fs: fsspec.AbstractFileSystem, path: str, url: str, size: int, folder: str | os.PathLike, kind: str,
             exc: OSError, fix: str) -> YlinkError:
-    """The one-line error for a shard that the disk of `folder` cannot hold (`exc`: ENOSPC, EDQUOT or
-    EFBIG). A manifest that claims more bytes than the file has fails the same way; the remote size
-    (asked only now, on failure) tells the two apart."""
+    """The one-line error for a shard that the disk of `folder` (the `kind` folder: "cache",
+    "temporary") cannot hold (`exc`: ENOSPC, EDQUOT or EFBIG). A manifest that claims more bytes
+    than the file has fails the same way; the remote size (asked only now, on failure) tells the
+    two apart."""
     with contextlib.suppress(Exception):
         actual = int(fs.size(path))
         if actual != size:
             return wrong_size(url, actual, size)
     free = shutil.disk_usage(folder).free
-    return NoRoomError(f"{folder} has no room for {url}: it needs {size:,} bytes, {free:,} are free "
+    return NoRoomError(f"the {kind} folder {folder} has no room for {url}: it needs {size:,} bytes, {free:,} are free "
                        f"({exc.strerror}); {fix}")
 
 

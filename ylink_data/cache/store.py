@@ -189,7 +189,7 @@ class ShardCache:
         except OSError as exc:
             if exc.errno not in NO_ROOM:
                 raise
-            raise no_room(fs, remote, ref.url, ref.size, self.cache_dir, exc,
+            raise no_room(fs, remote, ref.url, ref.size, self.cache_dir, "cache", exc,
                           "free space there, or give the cache a budget the disk can hold (--max-bytes, "
                           "max_cache_bytes), so that it evicts old shards") from None
         finally:

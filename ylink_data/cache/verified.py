@@ -53,7 +53,7 @@ class VerifiedShards:
             except OSError as exc:
                 if exc.errno not in NO_ROOM:
                     raise
-                raise no_room(self.fs, path, ref.url, ref.size, tempfile.gettempdir(), exc,
+                raise no_room(self.fs, path, ref.url, ref.size, tempfile.gettempdir(), "temporary", exc,
                               "set TMPDIR to a disk with room, or give the loader a cache_dir") from None
             yield _mapped(f.fileno(), ref.size)
 
