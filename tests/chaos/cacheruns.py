@@ -41,13 +41,20 @@ def write_manifest(root: Path, manifest) -> None:
     (root / "manifest.json").write_text(json.dumps(manifest) if not isinstance(manifest, str) else manifest)
 
 
-def ylink(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`ylink ARGS` in its own process, importing the ylink_data this test imports."""
+YLINK = [sys.executable, "-m", "ylink_data.cli"]
+
+
+def ylink_env(**extra: str) -> dict:
+    """The environment for `ylink` in its own process: it imports the ylink_data this test imports."""
     here = str(Path(ylink_data.__file__).resolve().parent.parent)
     path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "ylink_data.cli", *args], capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def ylink(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`ylink ARGS` in its own process, to its end."""
+    return subprocess.run([*YLINK, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env=ylink_env())
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:

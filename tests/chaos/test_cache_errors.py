@@ -8,7 +8,10 @@ Real runs (tests/chaos/cacheruns.py), the real command in its own process, a rea
 small tmpfs mounted for the test (skipped where this process may not mount)."""
 from __future__ import annotations
 
+import errno
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,9 @@ from ylink_data.cache.mount import RunTree
 from ylink_data.errors import YlinkError
 
 from ..httpserver import FileServer
-from .cacheruns import files_under, one_line_error, small_disk, write_manifest, write_run, ylink  # noqa: F401
+from ..test_cache_mount import _force_unmount, _mounted, _stop, fuse_ok  # noqa: F401 -- fuse_ok: a fixture
+from .cacheruns import (YLINK, files_under, one_line_error, small_disk, write_manifest, write_run,  # noqa: F401
+                        ylink, ylink_env)
 
 
 def _shards(run: Path) -> list[dict]:
@@ -156,3 +161,30 @@ def test_loader_without_cache_and_a_full_temporary_folder_says_one_line(tmp_path
     message = str(caught.value)
     assert "\n" not in message and str(disk) in message and "TMPDIR" in message and f"{url}/data/" in message, message
     assert not files_under(disk)
+
+
+def test_mount_says_one_line_when_the_manifest_claims_more_bytes_than_served(tmp_path, fuse_ok):
+    """The mount shows the manifest's sizes; reading a shard that has fewer bytes fails (EIO) and
+    its log says why in one line, naming the shard."""
+    run, shard = _beyond_served_run(tmp_path, "absurd-bytes")
+    mnt, cache, log = tmp_path / "mnt", tmp_path / "cache", tmp_path / "mount.log"
+    mnt.mkdir()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*YLINK, "cache", "mount", str(run), str(mnt), "--cache-dir", str(cache)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=ylink_env())
+    try:
+        deadline = time.monotonic() + 60
+        while "serving" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _mounted(mnt), log.read_text()
+        with pytest.raises(OSError) as caught:
+            (mnt / shard).read_bytes()
+        assert caught.value.errno == errno.EIO
+        assert (mnt / "data" / "part-00000.parquet").read_bytes() == (run / "data" / "part-00000.parquet").read_bytes()
+    finally:
+        _stop(proc)
+        _force_unmount(mnt)
+    text = log.read_text()
+    reasons = [line for line in text.splitlines() if "cannot serve" in line]
+    assert "Traceback" not in text and len(reasons) == 1, text
+    assert str(run.resolve() / shard) in reasons[0] and "the manifest says" in reasons[0], text

@@ -21,6 +21,7 @@ from ylink_data.cache.mount import RunTree
 from ylink_data.errors import YlinkError
 
 from ..httpserver import FileServer
+from ..test_cache_mount import _force_unmount, _mounted, fuse_ok  # noqa: F401 -- fuse_ok: a fixture
 from .cacheruns import files_under, one_line_error, write_manifest, write_run, ylink
 
 SECRET = Path("/etc/passwd")
@@ -45,25 +46,26 @@ HOSTILE = {
                         "rows": 1}, "'%'"),
     "empty-path": ({"path": "", "bytes": 64, "sha256": VALID_SHA, "rows": 1}, "path ''"),
     "no-path": ({"bytes": 64, "sha256": VALID_SHA, "rows": 1}, "path None"),
-    "empty-sha": ({"path": "data/part-00000.parquet", "bytes": 64, "sha256": "", "rows": 1}, "sha256"),
-    "no-sha": ({"path": "data/part-00000.parquet", "bytes": 64, "rows": 1}, "sha256"),
-    "short-sha": ({"path": "data/part-00000.parquet", "bytes": 64, "sha256": "abc123", "rows": 1}, "sha256"),
-    "no-bytes": ({"path": "data/part-00000.parquet", "sha256": VALID_SHA, "rows": 1}, "'bytes'"),
-    "negative-bytes": ({"path": "data/part-00000.parquet", "bytes": -64, "sha256": VALID_SHA, "rows": 1}, "bytes -64"),
-    "string-bytes": ({"path": "data/part-00000.parquet", "bytes": "64", "sha256": VALID_SHA, "rows": 1}, "bytes '64'"),
-    "fraction-bytes": ({"path": "data/part-00000.parquet", "bytes": 64.5, "sha256": VALID_SHA, "rows": 1},
+    "empty-sha": ({"path": "data/part-00003.parquet", "bytes": 64, "sha256": "", "rows": 1}, "sha256"),
+    "no-sha": ({"path": "data/part-00003.parquet", "bytes": 64, "rows": 1}, "sha256"),
+    "short-sha": ({"path": "data/part-00003.parquet", "bytes": 64, "sha256": "abc123", "rows": 1}, "sha256"),
+    "no-bytes": ({"path": "data/part-00003.parquet", "sha256": VALID_SHA, "rows": 1}, "'bytes'"),
+    "negative-bytes": ({"path": "data/part-00003.parquet", "bytes": -64, "sha256": VALID_SHA, "rows": 1}, "bytes -64"),
+    "string-bytes": ({"path": "data/part-00003.parquet", "bytes": "64", "sha256": VALID_SHA, "rows": 1}, "bytes '64'"),
+    "fraction-bytes": ({"path": "data/part-00003.parquet", "bytes": 64.5, "sha256": VALID_SHA, "rows": 1},
                        "bytes 64.5"),
-    "no-rows": ({"path": "data/part-00000.parquet", "bytes": 64, "sha256": VALID_SHA}, "'rows'"),
-    "negative-rows": ({"path": "data/part-00000.parquet", "bytes": 64, "sha256": VALID_SHA, "rows": -1}, "rows -1"),
+    "no-rows": ({"path": "data/part-00003.parquet", "bytes": 64, "sha256": VALID_SHA}, "'rows'"),
+    "negative-rows": ({"path": "data/part-00003.parquet", "bytes": 64, "sha256": VALID_SHA, "rows": -1}, "rows -1"),
 }
 
 
 def _hostile_run(tmp_path: Path, entry: dict) -> Path:
-    """A real three-shard run whose manifest lists `entry` as a fourth shard (shard 3): everything
-    before it is fine, so a check that comes after any download would have copied something."""
+    """A real four-shard run whose manifest lists `entry` in place of its shard 3 (whose file,
+    data/part-00003.parquet, is there: the entries with a bad field name it). Everything before it is
+    fine, so a check that came after any download would have copied something."""
     run = tmp_path / "run"
-    manifest = write_run(run)
-    manifest["shards"].append(entry)
+    manifest = write_run(run, shards=4)
+    manifest["shards"][3] = entry
     write_manifest(run, manifest)
     return run
 
@@ -89,11 +91,10 @@ def test_warm_refuses_a_hostile_manifest_before_copying_anything(tmp_path, name)
 
 
 def test_warm_refuses_a_link_out_of_the_run_folder(tmp_path):
-    run, cache = tmp_path / "run", tmp_path / "cache"
-    manifest = write_run(run)
-    (run / "data" / "part-00003.parquet").symlink_to(SECRET)
-    manifest["shards"].append({"path": "data/part-00003.parquet", "bytes": 64, "sha256": VALID_SHA, "rows": 1})
-    write_manifest(run, manifest)
+    run = _hostile_run(tmp_path, {"path": "data/part-00003.parquet", "bytes": 64, "sha256": VALID_SHA, "rows": 1})
+    link, cache = run / "data" / "part-00003.parquet", tmp_path / "cache"
+    link.unlink()
+    link.symlink_to(SECRET)
     message = one_line_error(ylink("cache", "warm", str(run), "--cache-dir", str(cache), "--no-progress"))
     _check_message(message, run, "outside the run folder")
     assert not files_under(cache / "shards")
@@ -203,3 +204,20 @@ def test_loader_without_cache_verifies_a_shard_over_http(tmp_path, how):
             list(ShardLoader(server.url("run"), shuffle=False, batch_size=32))
         message = str(caught.value)
         assert "\n" not in message and server.url(f"run/{shard}") in message, message
+
+
+# -- the mount, through FUSE (skipped where FUSE cannot mount) ----------------------------------
+
+@pytest.mark.parametrize("name", ["issue-entry", "percent-dotdot", "empty-sha"])
+def test_mount_refuses_a_hostile_manifest(tmp_path, fuse_ok, name):
+    entry, words = HOSTILE[name]
+    run, mnt, cache = _hostile_run(tmp_path, entry), tmp_path / "mnt", tmp_path / "cache"
+    mnt.mkdir()
+    try:
+        # a mount that starts would serve until stopped: 60 s is long enough to refuse
+        message = one_line_error(ylink("cache", "mount", str(run), str(mnt), "--cache-dir", str(cache), timeout=60))
+    finally:
+        _force_unmount(mnt)
+    _check_message(message, run, words)
+    assert not _mounted(mnt) and not files_under(cache / "shards")
+    _no_secret_in(cache)
