@@ -38,6 +38,7 @@ ABSURD = {
     "shards-an-object": (lambda s: {"version": 1, "shards": {"0": s[0]}}, "'shards' is a JSON object"),
     "unknown-version": (lambda s: {"version": 7, "shards": s}, "has version 7"),
     "no-version": (lambda s: {"shards": s}, "has no 'version'"),
+    "version-true": (lambda s: {"version": True, "shards": s}, "has version True"),
     "shard-a-string": (lambda s: {"version": 1, "shards": [s[0]["path"]]}, "shard 0: a JSON string"),
     "negative-bytes": (lambda s: {"version": 1, "shards": [{**s[0], "bytes": -1}]}, "shard 0: bytes -1"),
     "bytes-beyond-any-file": (lambda s: {"version": 1, "shards": [{**s[0], "bytes": 2 ** 64}]},

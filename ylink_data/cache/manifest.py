@@ -99,7 +99,7 @@ def check_manifest(fs: fsspec.AbstractFileSystem, root: str, where: str, data: A
     if not isinstance(data, dict):
         raise ManifestError(f"{where} is not a ylink manifest: a JSON {_json_type(data)}, not an object")
     version = data.get("version")
-    if version not in VERSIONS:
+    if type(version) is not int or version not in VERSIONS:  # JSON true and 1.0 equal 1 in Python
         said = "has no 'version'" if "version" not in data else f"has version {version!r}"
         raise ManifestError(f"{where} {said}; this ylink reads version {', '.join(map(str, VERSIONS))} "
                             "(written by another ylink? use the ylink that wrote it)")
