@@ -26,3 +26,7 @@ class InputError(YlinkError):
 
 class RunStateError(YlinkError):
     """The output folder holds a run that this invocation must not silently overwrite."""
+
+
+class OutputError(YlinkError):
+    """The output folder cannot be written: read-only, no permission, or no space left."""

@@ -3,6 +3,7 @@ http(s)://, memory://). Writers publish atomically: a reader never sees half a f
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -13,7 +14,7 @@ from typing import IO, Any, Iterator
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from ..redaction import redact_url
 
 GLOB_CHARS = set("*?[")
@@ -118,26 +119,64 @@ class HashingWriter:
         return False
 
 
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def output_error(exc: BaseException, folder: str) -> OutputError | None:
+    """The one-line error for a write into `folder` that failed because the folder is read-only,
+    not ours to write, or full; None for any other failure."""
+    if isinstance(exc, PermissionError) or (isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE):
+        return OutputError(f"{folder} is not writable ({_reason(exc)}): choose a writable output.path")
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+        return OutputError(f"no space left for {folder} ({_reason(exc)}): free some space, then rerun the "
+                           "same command to resume (finished work is kept)")
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    if getattr(exc, "strerror", None):
+        return exc.strerror
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @contextlib.contextmanager
 def atomic_write(fs: fsspec.AbstractFileSystem, path: str, mode: str = "wb") -> Iterator[IO]:
     """Write `path` so that it appears complete or not at all. Local files go to a temporary name in
     the same folder and are renamed; on object stores an upload only becomes visible when it
-    completes, so the object is written in place. Nothing is published if the block raises."""
+    completes, so the object is written in place. Nothing is published if the block raises.
+    A folder that is read-only, not ours or full raises OutputError naming it."""
     parent = path.rsplit("/", 1)[0] if "/" in path else ""
-    if is_local(fs):
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
-        try:
-            with open(tmp, mode) as f:
-                yield f
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
-        return
+    with writing_into(full_url(fs, parent) if parent else "."):
+        if is_local(fs):
+            yield from _atomic_write_local(path, parent, mode)
+        else:
+            yield from _atomic_write_remote(fs, path, mode)
+
+
+def _atomic_write_local(path: str, parent: str, mode: str) -> Iterator[IO]:
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+    f = open(tmp, mode)
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+        os.replace(tmp, path)
+    except BaseException:
+        # Clean-up must never replace the error that brought us here: on a full disk the close
+        # fails too, in a read-only folder the removal.
+        with contextlib.suppress(OSError):
+            f.close()
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _atomic_write_remote(fs: fsspec.AbstractFileSystem, path: str, mode: str) -> Iterator[IO]:
     f = fs.open(path, mode)
     try:
         yield f
@@ -151,6 +190,18 @@ def atomic_write(fs: fsspec.AbstractFileSystem, path: str, mode: str = "wb") -> 
                 fs.rm(path)
         raise
     f.close()
+
+
+@contextlib.contextmanager
+def writing_into(folder: str) -> Iterator[None]:
+    """Writes into `folder` in the block: a read-only, foreign or full folder becomes an OutputError."""
+    try:
+        yield
+    except OSError as exc:
+        error = output_error(exc, folder)
+        if error is None:
+            raise
+        raise error from None
 
 
 def write_json(fs: fsspec.AbstractFileSystem, path: str, obj: Any) -> None:

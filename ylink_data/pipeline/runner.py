@@ -7,6 +7,7 @@ deterministically, a resumed run writes exactly what an uninterrupted one would.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -332,7 +333,10 @@ class Runner:
                 i = in_flight.pop(ref)
                 try:
                     result = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
+                except Exception as exc:
+                    _settle(in_flight)
+                    if not isinstance(exc, ray.exceptions.RayTaskError):
+                        raise
                     cause = exc.cause if getattr(exc, "cause", None) is not None else exc
                     if isinstance(cause, YlinkError):
                         raise cause from None
@@ -349,6 +353,19 @@ class Runner:
             sys.stderr.write(f"ylink: {FAIL_AFTER_ENV}={self._fail_after} reached: stopping abruptly\n")
             sys.stderr.flush()
             os._exit(FAIL_EXIT_CODE)
+
+
+def _settle(in_flight: dict) -> None:
+    """Stop the other tasks of a failed phase and collect their outcomes: Ray prints the error of
+    every task whose result is never fetched ("Unhandled error ..."), burying the one line that says
+    what went wrong under tracebacks of the same failure."""
+    import ray
+
+    for ref in in_flight:
+        ray.cancel(ref, force=True)  # the run stops here; what they finished is kept by its markers
+    for ref in in_flight:
+        with contextlib.suppress(Exception):  # cancelled, or failed too: the first error is the one reported
+            ray.get(ref)
 
 
 def _describe_task(spec: TaskSpec) -> str:

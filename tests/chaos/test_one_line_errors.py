@@ -1,0 +1,79 @@
+"""Issue 13, point 9 (output folder): expected failures end with one line, never a traceback. A
+read-only output folder gave a traceback whose last error was the clean-up's, not the cause; a full
+disk gave its one line followed by Ray's "Unhandled error" tracebacks of the other tasks that failed
+the same way. Both are made for real: a read-only or tiny tmpfs in a private mount namespace."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+
+from ..conftest import quickstart_config
+from .processes import in_mount_namespace, needs_mount_namespace, ylink_in_mount_namespace
+
+
+@pytest.fixture(autouse=True)
+def _mounts():
+    needs_mount_namespace()
+
+
+def _one_line(proc) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "Unhandled error" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def _pipeline(tmp_path, out) -> str:
+    path = tmp_path / "pipeline.yaml"
+    cfg = quickstart_config(out, input__split_bytes=60_000)
+    cfg["stages"] = [{"extract": {}}]
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize("below", ["", "/new/run"])
+def test_a_read_only_output_folder_is_one_line(tmp_path, below):
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    out = f"{mount}{below}"
+    line = _one_line(ylink_in_mount_namespace(f"mount -t tmpfs -o ro,size=1m tmpfs {mount}",
+                                              "run", _pipeline(tmp_path, out), "--no-progress"))
+    assert line.startswith(f"ylink: error: {out}") or line.startswith(f"ylink: error: {mount}"), line
+    assert "is not writable (Read-only file system)" in line
+
+
+_ATOMIC_WRITE = """
+import os, sys
+from fsspec.implementations.local import LocalFileSystem
+from ylink_data.errors import OutputError
+from ylink_data.io.fs import atomic_write
+try:
+    with atomic_write(LocalFileSystem(), sys.argv[1] + "/shard.bin") as f:
+        f.write(b"x" * (1 << 20))
+except OutputError as exc:
+    print(exc)
+print("left:", os.listdir(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("options, expected", [("ro,size=1m", "is not writable (Read-only file system)"),
+                                               ("size=64k", "no space left for {folder} (No space left on device)")])
+def test_atomic_write_names_the_folder_and_the_cause_not_its_clean_up(tmp_path, options, expected):
+    folder = tmp_path / "mnt"
+    folder.mkdir()
+    proc = in_mount_namespace(f"mount -t tmpfs -o {options} tmpfs {folder}",
+                              [sys.executable, "-c", _ATOMIC_WRITE, str(folder)])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert expected.format(folder=folder) in proc.stdout
+    assert "left: []" in proc.stdout  # and no temporary file is left behind
+
+
+def test_a_full_disk_is_one_line_without_ray_noise(tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    line = _one_line(ylink_in_mount_namespace(f"mount -t tmpfs -o size=400k tmpfs {full}",
+                                              "run", _pipeline(tmp_path, full / "run"), "--no-progress"))
+    assert "No space left on device" in line and "rerun the same command to resume" in line
