@@ -8,6 +8,7 @@ OUTPUT/
   quarantine/*.jsonl         records that could not be read or processed
   rejected/*.parquet         dropped documents with their reason (keep_rejected: true)
   _work/                     intermediate parts and completion markers; removed on success
+  run.lock                   held by the run in progress (see lock.py); removed when it ends
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..io.fs import filesystem, join
 
 OWN_ENTRIES = ("data", "tiers", "quarantine", "rejected", "_work", "manifest.json", "stats.json", "run.json",
                "report.html")
+LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held
 
 
 @dataclass
@@ -47,6 +49,10 @@ class RunLayout:
     @property
     def run_info(self) -> str:
         return self.path("run.json")
+
+    @property
+    def lock(self) -> str:
+        return self.path(LOCK)
 
     def work(self, *parts: str) -> str:
         return self.path("_work", *parts)
@@ -97,7 +103,7 @@ class RunLayout:
         if not self.fs.exists(self.root):
             return []
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
-        return sorted(n for n in names if n not in OWN_ENTRIES)
+        return sorted(n for n in names if n not in OWN_ENTRIES and n != LOCK)
 
     def remove_run(self) -> None:
         for name in OWN_ENTRIES:

@@ -26,6 +26,7 @@ from ..redaction import redact_url
 from ..stages import build_op, op_class
 from .global_phase import GlobalContext
 from .layout import RunLayout
+from .lock import FolderLock, hold_run_folder
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards
@@ -77,6 +78,10 @@ class Runner:
 
     def run(self) -> RunResult:
         plan = self.plan()
+        with hold_run_folder(self.layout, self.progress.note) as lock:
+            return self._run_holding(plan, lock)
+
+    def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
         done = self._check_output_folder(plan)
         if done is not None:
             return done
@@ -104,6 +109,7 @@ class Runner:
                     "rows": stats["output_records"], "shards": shards,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "ylink_version": __version__}
+        lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
             manifest["tiers"] = self._write_tier_manifests(manifest)
         write_json(self.layout.fs, self.layout.manifest, manifest)
@@ -168,7 +174,11 @@ class Runner:
         if self.fresh:
             layout.remove_run()
             return None
-        if layout.exists(layout.manifest):
+        manifest = load_marker(layout, layout.manifest)
+        if manifest is not None:
+            if manifest.get("fingerprint") != plan.fingerprint:
+                raise RunStateError(f"output.path {layout.url} holds a finished run whose manifest.json is of another "
+                                    "configuration than its run.json; rerun with --fresh to replace it")
             self._clean_work()
             self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
             return RunResult(layout.url, read_json(layout.fs, layout.stats))
