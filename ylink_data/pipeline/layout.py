@@ -19,8 +19,11 @@ import fsspec
 
 from ..io.fs import filesystem, join
 
-OWN_ENTRIES = ("data", "tiers", "quarantine", "rejected", "_work", "manifest.json", "stats.json", "run.json",
-               "report.html")
+# What --fresh removes, in this order: the proofs of completion first, run.json (which config the
+# folder holds) last, so that a removal stopped half-way (kill -9) never leaves a manifest that
+# lists deleted shards, and a rerun of either config finds out what the folder holds.
+OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "quarantine", "rejected",
+               "run.json")
 LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held
 
 
@@ -105,8 +108,39 @@ class RunLayout:
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
         return sorted(n for n in names if n not in OWN_ENTRIES and n != LOCK)
 
+    def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
+        """The shards `manifest` lists that are not in the folder with their size: one listing per
+        shard folder (data/, tiers/<tier>/data/)."""
+        shards = manifest.get("shards")
+        if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+            return ["(the manifest's shard list is unreadable)"]
+        listed: dict[str, dict[str, int | None]] = {}
+        missing = []
+        for shard in shards:
+            rel = str(shard.get("path", ""))
+            folder, _, name = rel.rpartition("/")
+            if folder not in listed:
+                listed[folder] = self._sizes(self.path(folder) if folder else self.root)
+            if name not in listed[folder] or listed[folder][name] != shard.get("bytes"):
+                missing.append(rel)
+        return missing
+
+    def _sizes(self, folder: str) -> dict[str, int | None]:
+        try:
+            entries = self.fs.ls(folder, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size") for e in entries if e.get("type") == "file"}
+
     def remove_run(self) -> None:
+        """Remove what a run wrote (never foreign entries, never the lock), in OWN_ENTRIES order.
+        In _work/ the completion markers go first, so that no marker outlives the parts it lists."""
         for name in OWN_ENTRIES:
             path = self.path(name)
+            if name == "_work" and self.fs.exists(path):
+                for marker in self.fs.glob(self.work("phase*", "done")) + self.fs.glob(self.work("phase*", "resolved.json")):
+                    self.fs.rm(marker, recursive=True)
+                if self.fs.exists(self.work("publish")):
+                    self.fs.rm(self.work("publish"), recursive=True)
             if self.fs.exists(path):
                 self.fs.rm(path, recursive=True)

@@ -20,7 +20,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from .. import __version__
 from ..config import PipelineConfig, load_config
 from ..errors import RunStateError, YlinkError
-from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json
+from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
@@ -163,7 +163,7 @@ class Runner:
                 if not self.fresh:
                     raise RunStateError(f"output.path {layout.url} holds a run without run.json; "
                                         "rerun with --fresh to replace it")
-                layout.remove_run()
+                self._remove_run()
             return None
         same = previous.get("fingerprint") == plan.fingerprint
         if not same and not self.fresh:
@@ -172,18 +172,28 @@ class Runner:
             raise RunStateError(f"output.path {layout.url} holds a run of a different configuration "
                                 f"(changed: {what}); rerun with --fresh to replace it, or choose another output.path")
         if self.fresh:
-            layout.remove_run()
+            self._remove_run()
             return None
         manifest = load_marker(layout, layout.manifest)
         if manifest is not None:
             if manifest.get("fingerprint") != plan.fingerprint:
                 raise RunStateError(f"output.path {layout.url} holds a finished run whose manifest.json is of another "
                                     "configuration than its run.json; rerun with --fresh to replace it")
-            self._clean_work()
-            self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
-            return RunResult(layout.url, read_json(layout.fs, layout.stats))
+            missing = layout.missing_shards(manifest)
+            if not missing:
+                self._clean_work()
+                self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
+                return RunResult(layout.url, read_json(layout.fs, layout.stats))
+            # A manifest must never list missing shards: withdraw it, then redo what is missing.
+            layout.fs.rm(layout.manifest)
+            self.progress.note(f"{layout.url}: {len(missing)} shard(s) listed in manifest.json are missing or "
+                               f"changed ({', '.join(missing[:3])}); running the rest again")
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
+
+    def _remove_run(self) -> None:
+        with writing_into(self.layout.url):
+            self.layout.remove_run()
 
     def _run_info(self, plan: _Plan) -> dict[str, Any]:
         return self.cfg.redact({
