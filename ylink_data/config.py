@@ -13,10 +13,11 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Iterator, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, YlinkError
 from .redaction import redact, redact_text
@@ -34,8 +35,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+def _not_blank(path: str) -> str:
+    # An empty path would name the working directory and read it recursively (`--set input.paths=`).
+    if not path.strip():
+        raise PydanticCustomError("empty_path", "empty path: name a file, folder, glob or URL")
+    return path
+
+
 class InputConfig(_Strict):
-    paths: list[str] = Field(min_length=1)
+    paths: list[Annotated[str, AfterValidator(_not_blank)]] = Field(min_length=1)
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html"] = "auto"
     # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
     text_field: str | None = None

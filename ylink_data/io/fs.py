@@ -44,17 +44,20 @@ class InputFile:
     size: int | None
 
 
-def expand_paths(patterns: list[str], storage_options_for) -> list[InputFile]:
+def expand_paths(patterns: list[str], storage_options_for, exclude: str | None = None) -> list[InputFile]:
     """Every file the patterns name, sorted and deduplicated (URLs that differ only in their
     credentials are one file: documents are named by the URL without them); fails up front, naming
     the pattern, when one matches nothing or cannot be listed (missing path, no permission,
-    unknown bucket)."""
+    unknown bucket). What a folder or a wildcard expands into skips hidden and `_` entries, files
+    and folders alike (.git/, .ipynb_checkpoints/, _SUCCESS), and every file under `exclude` (the
+    run's own output)."""
+    excluded = _Excluded(exclude, storage_options_for(exclude)) if exclude else None
     found: dict[str, InputFile] = {}
     for i, pattern in enumerate(patterns):
         where = f"input.paths[{i}]"
         try:
             fs, path = filesystem(pattern, storage_options_for(pattern))
-            files = _list(fs, path)
+            files = [(p, size) for p, size in _list(fs, path) if not (excluded and excluded.holds(fs, p))]
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
         except FileNotFoundError:
@@ -78,13 +81,45 @@ def expand_paths(patterns: list[str], storage_options_for) -> list[InputFile]:
 def _list(fs: fsspec.AbstractFileSystem, path: str) -> list[tuple[str, int | None]]:
     if GLOB_CHARS & set(path) and not path.startswith(("http://", "https://")):
         entries = fs.glob(path, detail=True)
-        return sorted((p, i.get("size")) for p, i in entries.items() if i.get("type") != "directory")
+        parts = path.split("/")
+        literal = next(k for k, part in enumerate(parts) if GLOB_CHARS & set(part))
+        # A wildcard written with a leading "." or "_" asks for such entries: no skipping then.
+        wants_hidden = any(part.startswith((".", "_")) for part in parts[literal:])
+        return sorted((p, i.get("size")) for p, i in entries.items() if i.get("type") != "directory"
+                      and (wants_hidden or not _hidden(p.split("/")[literal:])))
     info = fs.info(path)
     if info.get("type") == "directory":
+        root = info.get("name", path).rstrip("/")
         entries = fs.find(path, detail=True)
         return sorted((p, i.get("size")) for p, i in entries.items()
-                      if not os.path.basename(p).startswith((".", "_")))
+                      if not _hidden(p[len(root):].strip("/").split("/")))
     return [(info.get("name", path) if not path.startswith(("http://", "https://")) else path, info.get("size"))]
+
+
+def _hidden(parts: list[str]) -> bool:
+    return any(part.startswith((".", "_")) for part in parts)
+
+
+class _Excluded:
+    """Every file under one folder (local folders compared after resolving symlinks)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any]):
+        self.fs, root = filesystem(url, storage_options)
+        self.local = is_local(self.fs)
+        self.root = os.path.realpath(root) if self.local else self.fs.unstrip_protocol(root.rstrip("/"))
+        self._real_dirs: dict[str, str] = {}
+
+    def holds(self, fs: fsspec.AbstractFileSystem, path: str) -> bool:
+        if is_local(fs) != self.local:
+            return False
+        if self.local:
+            folder, _, name = path.rpartition("/")
+            if folder not in self._real_dirs:
+                self._real_dirs[folder] = os.path.realpath(folder or "/")
+            path = os.path.join(self._real_dirs[folder], name)
+        else:
+            path = fs.unstrip_protocol(path)
+        return path == self.root or path.startswith(self.root.rstrip("/") + "/")
 
 
 class HashingWriter:

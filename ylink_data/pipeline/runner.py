@@ -133,7 +133,8 @@ class Runner:
         return out
 
     def plan(self) -> _Plan:
-        files = expand_paths(self.cfg.input.paths, self.cfg.storage_options)
+        # The output folder is never an input, also when it lies inside an input folder.
+        files = expand_paths(self.cfg.input.paths, self.cfg.storage_options, exclude=self.layout.url)
         splits = plan_splits(files, self.cfg.input, self.cfg.storage_options)
         tasks = group_splits(splits, self.cfg.input.split_bytes)
         # URLs without their credentials: run.json shows this, and rotating a password is no new run.
