@@ -13,6 +13,7 @@ line that says who holds it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -20,7 +21,6 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
 from ..errors import RunStateError
@@ -30,7 +30,7 @@ from .layout import RunLayout
 LEASE_TTL_S = 60.0  # a dead holder's lease on an object store blocks other hosts this long
 
 
-@dataclass
+@dataclasses.dataclass
 class Holder:
     """Who holds a run folder."""
 
@@ -55,7 +55,7 @@ class Holder:
         return None
 
     def encode(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        return json.dumps(dataclasses.asdict(self)).encode()
 
     def describe(self) -> str:
         return f"host {self.host}, pid {self.pid}, since {self.since}"
@@ -191,6 +191,7 @@ class Lease(FolderLock):
     def _read(self) -> tuple[Holder | None, str | None, bool]:
         """(holder, its ETag, whether an object is there). The ETag is read first, so a conditional
         write based on it fails if the object changed after we read it."""
+        self.fs.invalidate_cache(self.path)  # s3fs answers info() from a cached listing of the folder
         try:
             etag = self.fs.info(self.path).get("ETag")
             data = self.fs.cat_file(self.path)
@@ -201,20 +202,23 @@ class Lease(FolderLock):
     def _write(self, create: bool, etag: str | None) -> bool:
         """Write our lease: only if none exists (`create`), or only over the object with `etag`.
         False when the condition failed (someone else wrote first)."""
-        self.me.expires = time.time() + self.ttl_s
+        lease = dataclasses.replace(self.me, expires=time.time() + self.ttl_s)
         kwargs = {}
         if create:
             kwargs["mode"] = "create"  # S3: If-None-Match; other stores: a check, then the write
         elif etag and "s3" in self.fs.protocol:
             kwargs["IfMatch"] = etag
         try:
-            self.fs.pipe_file(self.path, self.me.encode(), **kwargs)
+            self.fs.pipe_file(self.path, lease.encode(), **kwargs)
         except OSError as exc:
             if _condition_failed(exc):
                 return False
             raise
         holder, _, _ = self._read()  # verify: on stores without conditional writes the last writer wins
-        return holder is not None and holder.owner == self.me.owner
+        if holder is None or holder.owner != lease.owner:
+            return False
+        self.me = lease
+        return True
 
     # ------------------------------------------------------------------ the lease
 
