@@ -28,7 +28,7 @@ from .processes import finish, signal_group, start_ylink, wait_until, ylink
 SPLIT = 60_000  # the sample crawl becomes a few dozen tasks
 
 
-def _configs(tmp_path, out: str, storage: dict | None = None) -> tuple[dict, dict]:
+def _configs(out: str, storage: dict | None = None) -> tuple[dict, dict]:
     """Two configurations of the sample crawl that keep different documents."""
     a = quickstart_config(out, input__split_bytes=SPLIT)
     a["stages"] = [{"extract": {}}, {"langid": {"languages": ["en", "zh"], "min_score": 0.5}}]
@@ -60,7 +60,7 @@ def _texts(url: str, **kw) -> list[str]:
 
 def test_a_second_run_is_refused_while_the_first_holds_the_folder(tmp_path):
     out = tmp_path / "run"
-    a, b = _configs(tmp_path, str(out))
+    a, b = _configs(str(out))
     a_path, b_path = _write(tmp_path, "a", a), _write(tmp_path, "b", b)
 
     first = start_ylink("run", a_path, "--no-progress")
@@ -89,7 +89,7 @@ def test_a_second_run_is_refused_while_the_first_holds_the_folder(tmp_path):
 
 def test_a_run_killed_while_holding_the_folder_never_blocks_the_rerun(tmp_path):
     out = tmp_path / "run"
-    a, _ = _configs(tmp_path, str(out))
+    a, _ = _configs(str(out))
     a_path = _write(tmp_path, "a", a)
     first = start_ylink("run", a_path, "--no-progress")
     wait_until(lambda: (out / "_work").exists(), first, "starting its tasks")
@@ -108,7 +108,7 @@ def test_already_complete_needs_the_manifest_of_this_configuration(ray_session, 
     """The state the race left: run.json of the second configuration over the first one's finished
     run. That is not "already complete" for the second configuration."""
     out, other = tmp_path / "run", tmp_path / "other"
-    a, b = _configs(tmp_path, str(out))
+    a, b = _configs(str(out))
     ylink_data.run(a)
     ylink_data.run({**b, "output": {**b["output"], "path": str(other)}})
     shutil.copy(other / "run.json", out / "run.json")
@@ -129,14 +129,9 @@ def s3(tmp_path_factory):
         yield server
 
 
-def _lease(s3, run: str) -> tuple[RunLayout, str]:
-    layout = RunLayout.for_url(f"s3://runs/{run}", s3.storage_options())
-    return layout, f"runs/{run}/run.lock"
-
-
 def test_s3_a_second_run_is_refused_while_the_first_holds_the_lease(s3, tmp_path):
     url = "s3://runs/busy"
-    a, b = _configs(tmp_path, url, {"s3": s3.storage_options()})
+    a, b = _configs(url, {"s3": s3.storage_options()})
     a_path, b_path = _write(tmp_path, "a", a), _write(tmp_path, "b", b)
     fs = s3.filesystem()
 
@@ -156,7 +151,7 @@ def test_s3_a_second_run_is_refused_while_the_first_holds_the_lease(s3, tmp_path
 
 def test_s3_a_lease_left_by_a_killed_run_on_this_machine_is_taken_over(s3, tmp_path):
     url = "s3://runs/killed"
-    a, _ = _configs(tmp_path, url, {"s3": s3.storage_options()})
+    a, _ = _configs(url, {"s3": s3.storage_options()})
     a_path = _write(tmp_path, "a", a)
     fs = s3.filesystem()
     first = start_ylink("run", a_path, "--no-progress")
@@ -180,7 +175,7 @@ def _foreign_lease(expires: float) -> bytes:
 
 def test_s3_a_live_lease_of_another_machine_refuses_and_an_expired_one_is_taken_over(ray_session, s3, tmp_path, capfd):
     url = "s3://runs/elsewhere"
-    a, _ = _configs(tmp_path, url, {"s3": s3.storage_options()})
+    a, _ = _configs(url, {"s3": s3.storage_options()})
     fs = s3.filesystem()
     fs.pipe_file("runs/elsewhere/run.lock", _foreign_lease(time.time() + 3600))
     with pytest.raises(RunStateError, match=r"in use by another ylink run \(host other-host, pid 4242, since "):
@@ -198,7 +193,7 @@ def test_s3_a_live_lease_of_another_machine_refuses_and_an_expired_one_is_taken_
 
 
 def test_s3_the_holder_renews_its_lease_and_notices_when_it_is_lost(s3):
-    layout, key = _lease(s3, "renewed")
+    layout, key = RunLayout.for_url("s3://runs/renewed", s3.storage_options()), "runs/renewed/run.lock"
     fs = s3.filesystem()
     holder = Lease(layout, ttl_s=4)
     holder.acquire(print)
