@@ -126,6 +126,7 @@ class RunLayout:
         return missing
 
     def _sizes(self, folder: str) -> dict[str, int | None]:
+        self.fs.invalidate_cache(folder)  # object stores: a listing cached by this process may be stale
         try:
             entries = self.fs.ls(folder, detail=True)
         except FileNotFoundError:
