@@ -4,12 +4,14 @@ disk gave its one line followed by Ray's "Unhandled error" tracebacks of the oth
 the same way. Both are made for real: a read-only or tiny tmpfs in a private mount namespace."""
 from __future__ import annotations
 
+import gzip
+import subprocess
 import sys
 
 import pytest
 import yaml
 
-from ..conftest import quickstart_config
+from ..conftest import TEST_DATA, quickstart_config
 from .processes import in_mount_namespace, needs_mount_namespace, ylink_in_mount_namespace
 
 
@@ -76,3 +78,28 @@ def test_a_full_disk_is_one_line_without_ray_noise(tmp_path):
     line = _one_line(ylink_in_mount_namespace(f"mount -t tmpfs -o size=400k tmpfs {full}",
                                               "run", _pipeline(tmp_path, full / "run"), "--no-progress"))
     assert "No space left on device" in line and "rerun the same command to resume" in line
+
+
+
+def test_a_folder_given_as_a_file_is_one_line(tmp_path):
+    """`ylink langid FOLDER` printed IsADirectoryError's traceback."""
+    proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", "langid", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    line = _one_line(proc)
+    assert str(tmp_path) in line and "is a folder" in line
+
+
+def test_an_os_error_no_command_expected_is_one_line_naming_the_file(tmp_path):
+    """An OSError that no command turns into a message of its own (here: the model's folder cannot
+    be made under /proc) is one line naming the file, not a traceback."""
+    docs = gzip.open(TEST_DATA / "cc_en_head-0174.jsonl.gz", "rt").read().splitlines()
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text("\n".join(docs[::2]) + "\n")
+    bad.write_text("\n".join(docs[1::2]) + "\n")
+    target = "/proc/ylink-no-such-folder/model.bin"
+    proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", "quality", "train", "--positive", str(good),
+                           "--negative", str(bad), "--output", target], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ylink:")]  # the rest is progress
+    assert len(errors) == 1 and errors[0] == proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert errors[0].startswith("ylink: error: /proc/ylink-no-such-folder") and "FileNotFoundError" in errors[0]

@@ -58,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"ylink: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the machine, not ylink: a full disk, a permission, a vanished file
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ylink: error: {redact_text(where + (exc.strerror or str(exc)))} "
+              f"({type(exc).__name__}; --debug shows where)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ylink: interrupted; finished tasks are kept: rerun the same command to resume", file=sys.stderr)
         return 130

@@ -27,6 +27,8 @@ def run_langid(args: argparse.Namespace) -> int:
         raise InputError(f"{args.file}: {exc.strerror}") from None
     try:
         return _answer(fd)
+    except IsADirectoryError:
+        raise InputError(f"{args.file}: is a folder; give a file of lines, or - for standard input") from None
     finally:
         os.close(fd)
 
