@@ -553,32 +553,29 @@ def test_bad_items_carry_offsets_not_exceptions(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["CC-MAIN-2020-34-excerpt.warc.gz", "dolma-wget-sample-0000.warc.gz",
-                                  "trafilatura-eval-pages.warc.gz", "CC-MAIN-2014-35-excerpt.warc"])
+                                  "trafilatura-eval-pages.warc.gz", "CC-MAIN-2024-22-whirlwind.warc.gz"])
 def test_fast_path_reads_the_bulk_and_warcio_agrees(name, monkeypatch):
-    """FastWARC reads all records but the one it stops at (held back for warcio to check), and the
-    hybrid result equals what warcio alone produces."""
+    """FastWARC vouches for every gzip member of the samples but the responses whose payload is
+    chunked (wget keeps the transfer encoding; warcio undoes it), and the result equals what warcio
+    alone produces (tests/chaos/test_warc_parser_equivalence.py checks every WARC for that)."""
     from ylink_data.io.readers import warc
 
     path = SAMPLES / name
     split = Split(str(path), "warc", path.stat().st_size)
     cfg = InputConfig(paths=[str(path)])
+    vouched = []
+    fast_item = warc._fast_item
+
+    def counting(offset, data, max_record_bytes):
+        item = fast_item(offset, data, max_record_bytes)
+        vouched.append(item is not None or b"\r\nTransfer-Encoding: chunked\r\n" in data)
+        return item
+
+    monkeypatch.setattr(warc, "_fast_item", counting)
     with open(path, "rb") as f:
         hybrid = list(read_split(split, f, cfg))
-    with open(path, "rb") as f:
-        fast = warc._read_fast(f, 0, float("inf"), cfg.max_record_bytes)
-        fast_items = []
-        try:
-            while True:
-                fast_items.append(next(fast))
-        except StopIteration as stop:
-            resume_at = stop.value
     monkeypatch.setattr(warc, "FastArchiveIterator", None)
     with open(path, "rb") as f:
         warcio_only = list(read_split(split, f, cfg))
     assert hybrid == warcio_only
-    assert fast_items == warcio_only[: len(fast_items)]
-    assert resume_at == warcio_only[len(fast_items)].offset
-    if name.endswith(".gz"):  # FastWARC reads every gzip sample up to its last record
-        assert len(fast_items) == len(warcio_only) - 1
-    else:  # it stops at a response whose gzip Content-Encoding it cannot undo; warcio reads it raw
-        assert 0 < len(fast_items) < len(warcio_only) - 1
+    assert len(vouched) == len(hybrid) and all(vouched)
