@@ -10,6 +10,7 @@ import math
 from typing import IO, Any, Iterator
 
 import fsspec.compression
+import fsspec.spec
 
 from ...config import InputConfig
 from ...errors import InputError
@@ -20,6 +21,7 @@ from .parquet import read_parquet, row_group_count
 from .text import read_html, read_text
 from .warc import read_warc
 
+_REMOTE_BUFFER = 1 << 20
 _COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
 _FORMATS = {
     ".warc": "warc", ".arc": "warc", ".wat": "warc",
@@ -112,6 +114,10 @@ def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | No
     else:
         fs, path = filesystem(split.url, storage_options)
         raw = fs.open(path, "rb")
+        if isinstance(raw, fsspec.spec.AbstractBufferedFile):
+            # Remote files (http, s3, gcs, ...) lack parts of the io interface that local files
+            # have, e.g. readline(limit): a standard buffered reader gives every reader all of it.
+            raw = io.BufferedReader(raw, _REMOTE_BUFFER)
     with raw:
         if split.compression == "zstd":
             yield io.BufferedReader(_ZstdReader(raw), 1 << 20)

@@ -7,8 +7,12 @@ of the three, which is what makes a run's accounting add up.
 """
 from __future__ import annotations
 
+import lzma
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
+
+import zstandard
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,13 @@ class Skip:
 class Bad:
     offset: int
     error: str
+
+
+# What a damaged compressed stream raises (gzip: EOFError, zlib.error, BadGzipFile; bz2: OSError;
+# xz: LZMAError; zstd: ZstdError, or EOFError from our frame reader). A reader catches only these
+# around decompression, so that its own bugs (TypeError, AttributeError...) fail loudly instead of
+# being quarantined as a corrupt file.
+DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
 
 
 def is_io_failure(exc: BaseException) -> bool:

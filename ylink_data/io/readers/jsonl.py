@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import IO, Any, Iterator
 
-from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
+from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
@@ -25,7 +25,7 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
     while pos < end:
         try:
             line = f.readline(max_record_bytes + 1)
-        except Exception as exc:
+        except DECOMPRESSION_ERRORS as exc:
             if is_io_failure(exc):
                 raise
             yield Bad(pos, f"compressed stream is truncated or corrupt after byte {pos}: {describe_error(exc)}")
