@@ -4,7 +4,6 @@ in a terminal. A run folder first gets a one-screen summary: the books, the stag
 reasons."""
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any, Iterator
 
@@ -16,7 +15,7 @@ from rich.text import Text
 from ..config import InputConfig
 from ..errors import InputError
 from ..io.fs import expand_paths, filesystem, join
-from ..io.readers import Record, open_split, plan_splits, read_split
+from ..io.readers import Bad, Record, open_split, plan_splits, read_split
 from ..redaction import redact_text, redact_url
 
 # Columns shown in a document's header, not among its other facts.
@@ -32,7 +31,7 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
         run = open_run(path)
         console.print(Text(redact_text(path), style="bold"), soft_wrap=True)
         console.print(run_summary(run))
-        docs: Iterator[dict[str, Any]] = _run_documents(run, limit)
+        docs: Iterator[dict[str, Any] | str] = _run_documents(run, limit)
     elif fs.exists(join(root, "run.json")):
         from ..runs import open_run
 
@@ -43,7 +42,12 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
     else:
         docs = _documents_of_files(path)
     shown = 0
-    for doc in itertools.islice(docs, limit):
+    for doc in docs:
+        if isinstance(doc, str):  # a file or record that could not be read: one line, never a crash
+            console.print(Text(doc, style="yellow"), soft_wrap=True)
+            continue
+        if shown >= limit:
+            break
         shown += 1
         header, panel = document_panel(doc, shown, chars)
         # Ids, paths and URLs are never cut or folded, whatever the width: a reader copies them.
@@ -160,7 +164,8 @@ def _run_documents(run: Any, limit: int) -> Iterator[dict[str, Any]]:
             return
 
 
-def _documents_of_files(path: str) -> Iterator[dict[str, Any]]:
+def _documents_of_files(path: str) -> Iterator[dict[str, Any] | str]:
+    """Documents of input files, and a one-line note for each file or record that is unreadable."""
     files = expand_paths([path], lambda _: {})
     for file in files:
         if file.url.endswith(".parquet") and _has_documents(file.url):
@@ -174,15 +179,21 @@ def _documents_of_files(path: str) -> Iterator[dict[str, Any]]:
                     if isinstance(item, Record):
                         yield {"id": f"{source}@{item.offset}", "url": item.url, "text": item.decoded(),
                                "source": source, "metadata": json.dumps(item.metadata)}
+                    elif isinstance(item, Bad):
+                        yield f"{source}: unreadable at offset {item.offset} (quarantined in a run): {item.error}"
 
 
 def _has_documents(url: str) -> bool:
     """A Parquet file ylink wrote (a shard or a rejected/ file): shown as it is, every column."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     fs, p = filesystem(url)
-    with fs.open(p, "rb") as f:
-        names = pq.ParquetFile(f).schema_arrow.names
+    try:
+        with fs.open(p, "rb") as f:
+            names = pq.ParquetFile(f).schema_arrow.names
+    except (pa.ArrowException, OSError):  # not readable Parquet: the reader notes why
+        return False
     return "id" in names and "text" in names
 
 

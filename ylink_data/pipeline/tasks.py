@@ -15,9 +15,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..config import PipelineConfig
+from ..errors import InputError, YlinkError
 from ..io.fs import atomic_write, read_json, write_json
 from ..io.parquet import ParquetFileWriter, RollingParquetWriter
 from ..io.readers import Bad, Record, Skip, Split, open_split, read_split
+from ..io.readers.base import describe_error
 from ..redaction import redact_url
 from ..schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ..stages import GlobalOp, MapOp, build_op
@@ -165,46 +167,57 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
         # are the ids made from it; URLs that differ only in credentials name one file, which
         # the input list holds once (expand_paths), so ids stay unique.
         source = redact_url(split.url)
-        inline = spec.inline.get(split.url)
-        if inline is not None and not isinstance(inline, bytes):
-            import ray
-
-            inline = ray.get(inline)
-        with open_split(split, spec.cfg.storage_options(split.url), inline) as f:
-            for item in read_split(split, f, spec.cfg.input):
-                stats.input_records += 1
-                if isinstance(item, Record):
-                    read.docs_in += 1
-                    read.docs_out += 1
-                    cols["id"].append(document_id(source, item.offset))
-                    cols["text"].append(item.text)
-                    cols["url"].append(item.url)
-                    cols["source"].append(source)
-                    cols["lang"].append(None)
-                    cols["lang_score"].append(None)
-                    cols["metadata"].append(json.dumps(item.metadata, ensure_ascii=False, default=str)
-                                            if item.metadata else None)
-                    text_bytes += len(item.text)
-                    if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
-                        read.seconds += time.perf_counter() - started
-                        table = _document_table(cols)
-                        read.bytes_out += text_bytes_of(table)
-                        yield table
-                        started = time.perf_counter()
-                        cols = {name: [] for name in DOCUMENT_SCHEMA.names}
-                        text_bytes = 0
-                elif isinstance(item, Skip):
-                    read.docs_in += 1
-                    read.dropped[item.reason] += 1
-                elif isinstance(item, Bad):
-                    read.quarantined += 1
-                    out.quarantine({"file": source, "offset": item.offset, "stage": "read",
-                                    "reason": "unreadable", "error": item.error})
+        for item in _split_items(spec, split):
+            stats.input_records += 1
+            if isinstance(item, Record):
+                read.docs_in += 1
+                read.docs_out += 1
+                cols["id"].append(document_id(source, item.offset))
+                cols["text"].append(item.text)
+                cols["url"].append(item.url)
+                cols["source"].append(source)
+                cols["lang"].append(None)
+                cols["lang_score"].append(None)
+                cols["metadata"].append(json.dumps(item.metadata, ensure_ascii=False, default=str)
+                                        if item.metadata else None)
+                text_bytes += len(item.text)
+                if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
+                    read.seconds += time.perf_counter() - started
+                    table = _document_table(cols)
+                    read.bytes_out += text_bytes_of(table)
+                    yield table
+                    started = time.perf_counter()
+                    cols = {name: [] for name in DOCUMENT_SCHEMA.names}
+                    text_bytes = 0
+            elif isinstance(item, Skip):
+                read.docs_in += 1
+                read.dropped[item.reason] += 1
+            elif isinstance(item, Bad):
+                read.quarantined += 1
+                out.quarantine({"file": source, "offset": item.offset, "stage": "read",
+                                "reason": "unreadable", "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:
         table = _document_table(cols)
         read.bytes_out += text_bytes_of(table)
         yield table
+
+
+def _split_items(spec: TaskSpec, split: Split) -> Iterator[Record | Skip | Bad]:
+    """The split's items. Bad records are items; an error that escapes the reader fails the task,
+    naming the file it came from (a task reads many small files: its own name says too little)."""
+    inline = spec.inline.get(split.url)
+    if inline is not None and not isinstance(inline, bytes):
+        import ray
+
+        inline = ray.get(inline)
+    try:
+        with open_split(split, spec.cfg.storage_options(split.url), inline) as f:
+            yield from read_split(split, f, spec.cfg.input)
+    except YlinkError:
+        raise
+    except Exception as exc:
+        raise InputError(f"reading {split.describe()} failed: {describe_error(exc)}") from exc
 
 
 def text_bytes_of(table: pa.Table) -> int:

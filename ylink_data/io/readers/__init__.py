@@ -67,6 +67,9 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
             fs, path = filesystem(file.url, storage_options_for(file.url))
             with fs.open(path, "rb") as f:
                 groups = row_group_count(f)
+            if groups is None:  # not readable Parquet: one split, whose reader quarantines the file
+                splits.append(Split(file.url, fmt, size, 0, None, compression))
+                continue
             per = max(1, math.ceil(groups / math.ceil(size / cfg.split_bytes)))
             splits += [Split(file.url, fmt, size, g, min(g + per, groups)) for g in range(0, groups, per)]
         else:

@@ -6,6 +6,7 @@ A record's offset is the byte offset of its line in the (decompressed) stream.
 from __future__ import annotations
 
 import json
+import re
 from typing import IO, Any, Iterator
 
 from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
@@ -13,6 +14,9 @@ from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
 _SKIP_CHUNK = 1 << 20
+# A JSON escape of a UTF-16 surrogate (\ud800-\udfff): valid JSON, but alone it is no character, and
+# text holding one cannot be written as UTF-8. Lines without such an escape skip the check.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: str | None,
@@ -51,7 +55,32 @@ def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | No
         return Bad(offset, f"invalid JSON: {exc}")
     if not isinstance(obj, dict):
         return Bad(offset, f"expected a JSON object per line, got {type(obj).__name__}")
+    if _SURROGATE_ESCAPE.search(line):
+        lone = _lone_surrogate(obj)
+        if lone:
+            return Bad(offset, f"lone surrogate {lone[1]} in {lone[0]}: half of a UTF-16 pair, not a character; "
+                               f"fix the line (e.g. replace it with \\ufffd)")
     return record_from_mapping(obj, offset, text_field, url_field)
+
+
+def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(where, escape) of the first string in a parsed JSON value that holds a lone surrogate."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"field {where!r}" if where else "a value", f"\\u{ord(value[exc.start]):04x}"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and (in_key := _lone_surrogate(key)):
+            return (f"a key of {where!r}" if where else "a top-level key"), in_key[1]
+        found = _lone_surrogate(item, f"{where}.{key}" if where else str(key))
+        if found:
+            return found
+    return None
 
 
 def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None,

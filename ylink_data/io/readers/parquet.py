@@ -1,26 +1,47 @@
 """Parquet inputs, streamed by record batch; splittable by row group. A record's offset is its row
-number in the file."""
+number in the file. A file that is not Parquet (empty, cut short, something else) is one `Bad`
+naming it, and data that cannot be decoded is one `Bad` at the first row not read."""
 from __future__ import annotations
 
 from typing import IO, Iterator
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .base import Bad, Record, Skip, Split
+from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
 from .jsonl import record_from_mapping
 
 BATCH_ROWS = 1024
+# Arrow's errors for bytes that are not (valid) Parquet; OSError covers its ArrowIOError.
+_PARQUET_ERRORS = (pa.ArrowException, OSError)
 
 
 def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: str | None) -> Iterator[Record | Skip | Bad]:
-    pf = pq.ParquetFile(f)
+    try:
+        pf = pq.ParquetFile(f)
+    except _PARQUET_ERRORS as exc:
+        if is_io_failure(exc):
+            raise
+        yield Bad(0, f"unreadable Parquet file (empty, cut short, or not Parquet): {describe_error(exc)}")
+        return
     groups = list(range(pf.num_row_groups))[split.start:split.end]
     row = sum(pf.metadata.row_group(i).num_rows for i in range(split.start))
-    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
-        for obj in batch.to_pylist():
-            yield record_from_mapping(obj, row, text_field, url_field)
-            row += 1
+    try:
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
+            for obj in batch.to_pylist():
+                yield record_from_mapping(obj, row, text_field, url_field)
+                row += 1
+    except _PARQUET_ERRORS as exc:
+        if is_io_failure(exc):
+            raise
+        yield Bad(row, f"unreadable Parquet data from row {row} on: {describe_error(exc)}")
 
 
-def row_group_count(f: IO[bytes]) -> int:
-    return pq.ParquetFile(f).num_row_groups
+def row_group_count(f: IO[bytes]) -> int | None:
+    """The file's row groups, or None when it is not readable Parquet (its reader says why)."""
+    try:
+        return pq.ParquetFile(f).num_row_groups
+    except _PARQUET_ERRORS as exc:
+        if is_io_failure(exc):
+            raise
+        return None

@@ -1,0 +1,131 @@
+"""Issue 13, point 4: one bad file or record is quarantined, named with its offset, and the run goes on.
+
+A zero-byte or garbage .parquet among other inputs ended the run with `phase 0 task 0
+(first.warc.gz, ...) failed: ArrowInvalid`, naming another file; a JSONL line holding a lone
+surrogate escape ("\\ud83d", valid JSON) stopped every rerun with UnicodeEncodeError. `ylink
+inspect` crashed on both.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ylink_data
+from ylink_data.pipeline.stats import check_invariant
+from ylink_data.schema import document_id
+
+from ..conftest import REPO, TEST_DATA
+
+SPLIT_BYTES = 20_000  # the garbage Parquet file is larger: planning reads its footer
+
+
+def real_lines() -> list[bytes]:
+    return gzip.decompress((TEST_DATA / "cc_en_head-0174.jsonl.gz").read_bytes()).splitlines(keepends=True)
+
+
+def real_parquet(lines: list[bytes]) -> bytes:
+    rows = [json.loads(line) for line in lines]
+    out = io.BytesIO()
+    pq.write_table(pa.table({"text": [r["text"] for r in rows], "url": [r["metadata"]["url"] for r in rows]}),
+                   out, row_group_size=4)
+    return out.getvalue()
+
+
+def with_escape(line: bytes, field: str, escape: bytes) -> bytes:
+    """The line with a JSON escape inserted at the start of a string field's value."""
+    key = f'"{field}":"'.encode()
+    at = line.index(key) + len(key)
+    return line[:at] + escape + line[at:]
+
+
+@pytest.fixture
+def bad_crawl(crawl_copy):
+    """The sample crawl plus a zero-byte and a garbage (cut short) Parquet file, a good Parquet
+    file, and a JSONL file of real lines, two of them holding a lone surrogate escape (in the text,
+    in a nested metadata field) and one a valid surrogate pair. Returns the folder and what each
+    added file must give."""
+    lines = real_lines()
+    parquet = real_parquet(lines)
+    (crawl_copy / "good.parquet").write_bytes(parquet)
+    (crawl_copy / "empty.parquet").write_bytes(b"")
+    garbage = parquet[: len(parquet) * 2 // 3]  # a real file cut short: no footer
+    assert len(garbage) > SPLIT_BYTES
+    (crawl_copy / "garbage.parquet").write_bytes(garbage)
+    lines[2] = with_escape(lines[2], "text", rb"\ud83d")
+    lines[5] = with_escape(lines[5], "url", rb"\udc00")  # dolma keeps the url under metadata
+    lines[7] = with_escape(lines[7], "text", rb"\ud83d\ude00")  # a pair: one valid character
+    (crawl_copy / "surrogates.jsonl").write_bytes(b"".join(lines))
+    offsets = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
+    bad_lines = {offsets[2], offsets[5]}
+    return crawl_copy, {
+        "bad": {(str(crawl_copy / "empty.parquet"), 0), (str(crawl_copy / "garbage.parquet"), 0),
+                *((str(crawl_copy / "surrogates.jsonl"), o) for o in bad_lines)},
+        "kept": {document_id(str(crawl_copy / "surrogates.jsonl"), o) for o in offsets if o not in bad_lines}
+        | {document_id(str(crawl_copy / "good.parquet"), row) for row in range(len(lines))},
+    }
+
+
+def _config(paths, out) -> dict:
+    return {"name": "bad-inputs", "input": {"paths": paths, "split_bytes": SPLIT_BYTES},
+            "output": {"path": str(out)}, "stages": []}
+
+
+def test_bad_files_and_records_are_quarantined_and_the_run_goes_on(ray_session, bad_crawl, tmp_path):
+    crawl, expected = bad_crawl
+    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl"}
+    clean_inputs = [str(p) for p in sorted(crawl.iterdir()) if p.name not in added]
+    _, clean = ylink_data.run(_config(clean_inputs, tmp_path / "clean"))
+
+    out = tmp_path / "run"
+    _, stats = ylink_data.run(_config([str(crawl)], out))
+    assert (out / "manifest.json").exists()
+    assert check_invariant(stats) is None
+    dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
+    assert stats["input_records"] == stats["output_records"] + dropped + stats["quarantined"]
+
+    entries = [json.loads(line) for q in sorted((out / "quarantine").glob("*.jsonl"))
+               for line in q.read_text().splitlines() if line.strip()]
+    assert {(e["file"], e["offset"]) for e in entries} == expected["bad"] and len(entries) == len(expected["bad"])
+    assert stats["quarantined"] == len(expected["bad"])
+    by_file = {e["file"].rsplit("/", 1)[-1]: e["error"] for e in entries}
+    assert "Parquet" in by_file["empty.parquet"] and "Parquet" in by_file["garbage.parquet"]
+    assert all("surrogate" in e["error"] for e in entries if e["file"].endswith(".jsonl"))
+
+    # everything else is kept: the clean crawl's documents and every good row and line
+    kept = set(ylink_data.open_run(str(out)).to_arrow(columns=["id"]).column("id").to_pylist())
+    clean_ids = set(ylink_data.open_run(str(tmp_path / "clean")).to_arrow(columns=["id"]).column("id").to_pylist())
+    assert len(clean_ids) == clean["output_records"] > 0
+    assert kept == clean_ids | expected["kept"]
+
+
+def _inspect(path) -> subprocess.CompletedProcess:
+    # notes are printed unwrapped; a fixed width keeps the panels the same in any terminal
+    return subprocess.run([sys.executable, "-m", "ylink_data.cli", "inspect", str(path), "--limit", "100"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.parametrize("name", ["empty.parquet", "garbage.parquet"])
+def test_inspect_notes_an_unreadable_parquet_file(bad_crawl, name):
+    crawl, _ = bad_crawl
+    proc = _inspect(crawl / name)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if name in line]
+    assert len(notes) == 1 and "Parquet" in notes[0], proc.stdout
+
+
+def test_inspect_shows_the_good_lines_and_notes_the_bad_ones(bad_crawl):
+    crawl, expected = bad_crawl
+    proc = _inspect(crawl / "surrogates.jsonl")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "lone surrogate" in line]
+    offsets = sorted(o for f, o in expected["bad"] if f.endswith(".jsonl"))
+    assert len(notes) == 2 and all(f"offset {o}" in n for o, n in zip(offsets, notes)), proc.stdout
+    assert proc.stdout.count(" chars") == len(real_lines()) - 2  # one panel per good line
