@@ -49,7 +49,7 @@ def with_escape(line: bytes, field: str, escape: bytes) -> bytes:
 @pytest.fixture
 def bad_crawl(crawl_copy):
     """The sample crawl plus a zero-byte and a garbage (cut short) Parquet file, a good Parquet
-    file, and a JSONL file of real lines, two of them holding a lone surrogate escape (in the text,
+    file, a .txt.gz cut short, and a JSONL file of real lines, two of them holding a lone surrogate escape (in the text,
     in a nested metadata field) and one a valid surrogate pair. Returns the folder and what each
     added file must give."""
     lines = real_lines()
@@ -63,10 +63,13 @@ def bad_crawl(crawl_copy):
     lines[5] = with_escape(lines[5], "url", rb"\udc00")  # dolma keeps the url under metadata
     lines[7] = with_escape(lines[7], "text", rb"\ud83d\ude00")  # a pair: one valid character
     (crawl_copy / "surrogates.jsonl").write_bytes(b"".join(lines))
+    text = gzip.compress(json.loads(lines[0])["text"].encode())
+    (crawl_copy / "cut.txt.gz").write_bytes(text[: len(text) // 2])
     offsets = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     bad_lines = {offsets[2], offsets[5]}
     return crawl_copy, {
         "bad": {(str(crawl_copy / "empty.parquet"), 0), (str(crawl_copy / "garbage.parquet"), 0),
+                (str(crawl_copy / "cut.txt.gz"), 0),
                 *((str(crawl_copy / "surrogates.jsonl"), o) for o in bad_lines)},
         "kept": {document_id(str(crawl_copy / "surrogates.jsonl"), o) for o in offsets if o not in bad_lines}
         | {document_id(str(crawl_copy / "good.parquet"), row) for row in range(len(lines))},
@@ -80,7 +83,7 @@ def _config(paths, out) -> dict:
 
 def test_bad_files_and_records_are_quarantined_and_the_run_goes_on(ray_session, bad_crawl, tmp_path):
     crawl, expected = bad_crawl
-    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl"}
+    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl", "cut.txt.gz"}
     clean_inputs = [str(p) for p in sorted(crawl.iterdir()) if p.name not in added]
     _, clean = ylink_data.run(_config(clean_inputs, tmp_path / "clean"))
 
@@ -97,6 +100,7 @@ def test_bad_files_and_records_are_quarantined_and_the_run_goes_on(ray_session, 
     assert stats["quarantined"] == len(expected["bad"])
     by_file = {e["file"].rsplit("/", 1)[-1]: e["error"] for e in entries}
     assert "Parquet" in by_file["empty.parquet"] and "Parquet" in by_file["garbage.parquet"]
+    assert "truncated or corrupt" in by_file["cut.txt.gz"]
     assert all("surrogate" in e["error"] for e in entries if e["file"].endswith(".jsonl"))
 
     # everything else is kept: the clean crawl's documents and every good row and line

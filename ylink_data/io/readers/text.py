@@ -4,18 +4,26 @@ from __future__ import annotations
 from typing import IO, Iterator
 
 from ..charset import decode_html
-from .base import Bad, Record, Skip, Split
+from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 
-def _read_capped(f: IO[bytes], max_record_bytes: int) -> bytes | None:
-    data = f.read(max_record_bytes + 1)
-    return None if len(data) > max_record_bytes else data
+def _read_whole(f: IO[bytes], max_record_bytes: int) -> bytes | Bad:
+    """The file's bytes, or why it cannot be one document."""
+    try:
+        data = f.read(max_record_bytes + 1)
+    except DECOMPRESSION_ERRORS as exc:
+        if is_io_failure(exc):
+            raise
+        return Bad(0, f"compressed file is truncated or corrupt: {describe_error(exc)}")
+    if len(data) > max_record_bytes:
+        return Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+    return data
 
 
 def read_text(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
-    data = _read_capped(f, max_record_bytes)
-    if data is None:
-        yield Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+    data = _read_whole(f, max_record_bytes)
+    if isinstance(data, Bad):
+        yield data
         return
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -28,9 +36,9 @@ def read_text(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
 
 
 def read_html(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
-    data = _read_capped(f, max_record_bytes)
-    if data is None:
-        yield Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+    data = _read_whole(f, max_record_bytes)
+    if isinstance(data, Bad):
+        yield data
         return
     if not data.strip():
         yield Skip(0, "empty")
