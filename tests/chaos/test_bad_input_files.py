@@ -23,6 +23,7 @@ from ylink_data.pipeline.stats import check_invariant
 from ylink_data.schema import document_id
 
 from ..conftest import REPO, TEST_DATA
+from .test_readers_everywhere import first_html_page
 
 SPLIT_BYTES = 20_000  # the garbage Parquet file is larger: planning reads its footer
 
@@ -49,9 +50,9 @@ def with_escape(line: bytes, field: str, escape: bytes) -> bytes:
 @pytest.fixture
 def bad_crawl(crawl_copy):
     """The sample crawl plus a zero-byte and a garbage (cut short) Parquet file, a good Parquet
-    file, a .txt.gz cut short, and a JSONL file of real lines, two of them holding a lone surrogate escape (in the text,
-    in a nested metadata field) and one a valid surrogate pair. Returns the folder and what each
-    added file must give."""
+    file, a .txt.gz cut short, an HTML page declaring Python's unicode-escape codec, and a JSONL file
+    of real lines, two of them holding a lone surrogate escape (in the text, in a nested metadata
+    field) and one a valid surrogate pair. Returns the folder and what each added file must give."""
     lines = real_lines()
     parquet = real_parquet(lines)
     (crawl_copy / "good.parquet").write_bytes(parquet)
@@ -65,6 +66,11 @@ def bad_crawl(crawl_copy):
     (crawl_copy / "surrogates.jsonl").write_bytes(b"".join(lines))
     text = gzip.compress(json.loads(lines[0])["text"].encode())
     (crawl_copy / "cut.txt.gz").write_bytes(text[: len(text) // 2])
+    # A page whose <meta> names Python's unicode-escape codec (no browser knows it) decoded "\ud83d"
+    # in its text to a lone surrogate: it is read as UTF-8, as browsers do.
+    page = first_html_page()
+    page = page.replace(b"<head>", b'<head><meta charset="unicode-escape">', 1).replace(b"<body", rb"\ud83d<body", 1)
+    (crawl_copy / "escape.html").write_bytes(page)
     offsets = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     bad_lines = {offsets[2], offsets[5]}
     return crawl_copy, {
@@ -72,7 +78,8 @@ def bad_crawl(crawl_copy):
                 (str(crawl_copy / "cut.txt.gz"), 0),
                 *((str(crawl_copy / "surrogates.jsonl"), o) for o in bad_lines)},
         "kept": {document_id(str(crawl_copy / "surrogates.jsonl"), o) for o in offsets if o not in bad_lines}
-        | {document_id(str(crawl_copy / "good.parquet"), row) for row in range(len(lines))},
+        | {document_id(str(crawl_copy / "good.parquet"), row) for row in range(len(lines))}
+        | {document_id(str(crawl_copy / "escape.html"), 0)},
     }
 
 
@@ -83,7 +90,7 @@ def _config(paths, out) -> dict:
 
 def test_bad_files_and_records_are_quarantined_and_the_run_goes_on(ray_session, bad_crawl, tmp_path):
     crawl, expected = bad_crawl
-    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl", "cut.txt.gz"}
+    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl", "cut.txt.gz", "escape.html"}
     clean_inputs = [str(p) for p in sorted(crawl.iterdir()) if p.name not in added]
     _, clean = ylink_data.run(_config(clean_inputs, tmp_path / "clean"))
 

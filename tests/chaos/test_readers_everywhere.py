@@ -39,7 +39,7 @@ def _jsonl_lines() -> list[bytes]:
     return gzip.decompress((TEST_DATA / "cc_en_head-0174.jsonl.gz").read_bytes()).splitlines(keepends=True)
 
 
-def _first_html_page() -> bytes:
+def first_html_page() -> bytes:
     with open(SAMPLES / "trafilatura-eval-pages.warc.gz", "rb") as f:
         for record in ArchiveIterator(f):
             if record.rec_type == "response":
@@ -71,7 +71,7 @@ def sample_files() -> dict[str, bytes]:
         "docs.parquet": _parquet(lines),
         "doc.txt": text,
         "doc.txt.gz": gzip.compress(text),
-        "page.html": _first_html_page(),
+        "page.html": first_html_page(),
     }
 
 
