@@ -230,20 +230,30 @@ def _fast_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Skip
     if rtype in ("response", "request", "revisit") and not uri:
         return None  # warcio cannot read these without a target URI: leave it to say so
     if rtype == "response" and uri.startswith(("http:", "https:")):
-        http = rec.http_headers if rec.is_http_parsed else None
-        http_head = _HTTP_HEAD.match(data, head.end())
-        if http is None or http_head is None or http_head.end() > payload_end:
+        http = _usable_http(rec, data, payload_start, payload_end)
+        if http is None:
             return None
-        payload_start = http_head.end()
-        status, content_type = http.status_code, http.get("Content-Type") or ""
-        if (not status or not content_type or not content_type.isascii()
-                or http.get("Content-Encoding") is not None or http.get("Transfer-Encoding") is not None):
-            return None
+        payload_start, status, content_type = http
     elif rtype == "response" or (rtype in ("conversion", "resource") and rec.is_http_parsed):
         return None  # warcio reads no HTTP headers here: leave it to say what the record holds
     # the payload straight from the member (FastWARC's reader would copy it through a Python stream)
     payload = io.BytesIO(data[payload_start:payload_end])
     return _to_item(offset, rtype, headers.get, status, content_type, payload, max_record_bytes)
+
+
+def _usable_http(rec, data: bytes, start: int, end: int) -> tuple[int, int, str] | None:
+    """(payload start, status, Content-Type) of a response's HTTP headers, when FastWARC and warcio
+    must read them alike: plain CRLF lines within the record, a status, an ASCII Content-Type, and
+    no transfer or content encoding (warcio undoes those with fallbacks of its own)."""
+    head = _HTTP_HEAD.match(data, start)
+    http = rec.http_headers if rec.is_http_parsed else None
+    if http is None or head is None or head.end() > end:
+        return None
+    status, content_type = http.status_code, http.get("Content-Type") or ""
+    if (not status or not content_type or not content_type.isascii()
+            or http.get("Content-Encoding") is not None or http.get("Transfer-Encoding") is not None):
+        return None
+    return head.end(), status, content_type
 
 
 def _convert(record, offset: int, max_record_bytes: int) -> Record | Skip | Bad:
