@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", nargs="?", default="-", help="HTML file, or - for stdin (default)")
     p.add_argument("--url", help="the page's URL (helps some extractors)")
     p.add_argument("--extractor", help="extractor to use instead of the pipeline default")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="give up on the page after S seconds, as the extract op does (default: the op's, 5)")
     p.set_defaults(func=_extract)
 
     p = sub.add_parser("langid", help="for each input line, print LANG<TAB>SCORE (ISO 639-1)")

@@ -1,23 +1,35 @@
-"""`ylink extract [FILE or -] [--url URL] [--extractor NAME]`: one page's main text on stdout, decoded
-and extracted exactly as a pipeline's `extract` op would, to see what a page will contribute."""
+"""`ylink extract [FILE or -] [--url URL] [--extractor NAME] [--time-limit S]`: one page's main text on
+stdout, decoded and extracted exactly as a pipeline's `extract` op would (in a child process killed
+at the op's time limit), to see what a page will contribute."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, YlinkError
 from ..io.charset import decode_html
-from ..transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES, extract_text
+from ..timelimit import DocumentTimeout
+from ..transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES
+from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
 
 
 def run_extract(args: argparse.Namespace) -> int:
     extractor = args.extractor or DEFAULT_EXTRACTOR
     if extractor not in EXTRACTOR_NAMES:
         raise ConfigError(f"--extractor: unknown extractor {extractor!r} (known: {', '.join(EXTRACTOR_NAMES)})")
+    time_limit = DEFAULT_TIME_LIMIT_S if args.time_limit is None else args.time_limit
+    if not time_limit > 0:
+        raise ConfigError(f"--time-limit: give a number of seconds above 0, got {time_limit:g}")
     body = _read(args.file)
     html, _ = decode_html(body)
-    text = extract_text(html, args.url, extractor)
+    with ExtractorProcess(extractor) as process:
+        try:
+            text, _ = process.extract(html, args.url, time_limit)
+        except DocumentTimeout as exc:
+            raise YlinkError(f"{_name(args.file)}: {exc} (--time-limit S allows more)") from None
+        except ExtractorFailed as exc:
+            raise YlinkError(f"{_name(args.file)}: the {extractor} extractor failed: {exc}") from None
     if not text:
         print(f"ylink: no main text found in {_name(args.file)} ({extractor})", file=sys.stderr)
         return 0

@@ -13,15 +13,14 @@ Four shapes cover every op:
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
+
+from ..timelimit import DocumentTimeout, time_limit
 
 if TYPE_CHECKING:
     from ..pipeline.global_phase import GlobalContext
@@ -81,31 +80,6 @@ class MapOp(Op):
 
     def process(self, table: pa.Table) -> BatchResult:
         raise NotImplementedError
-
-
-class DocumentTimeout(BaseException):
-    """One document took longer than its op's time limit. A BaseException, like KeyboardInterrupt,
-    so that a library's broad `except Exception` cannot swallow it and run on past the limit."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None):
-    """Raise DocumentTimeout in this thread after `seconds` (SIGALRM; main thread only, which is
-    where Ray runs tasks). A pathological page costs at most this long, not a stalled task."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _expired(signum, frame):
-        raise DocumentTimeout(f"timeout: over the {seconds:g} s time limit")
-
-    previous = signal.signal(signal.SIGALRM, _expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class PerDocumentOp(MapOp):

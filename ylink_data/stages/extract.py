@@ -7,7 +7,12 @@ metadata as they are. An extracted document records its extractor in `metadata["
 """
 from __future__ import annotations
 
-from ..transform.extract import DEFAULT_EXTRACTOR, ExtractorName, extract_with_engine, load_extractor
+from typing import Annotated
+
+from pydantic import Field
+
+from ..transform.extract import DEFAULT_EXTRACTOR, ExtractorName
+from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorProcess
 from . import register
 from .base import Document, DocumentMapper
 
@@ -15,23 +20,34 @@ from .base import Document, DocumentMapper
 @register
 class Extract(DocumentMapper):
     """Main text of HTML pages. Drops a page with no main text (`extract:empty`) or with less than
-    `min_chars` characters of it (`extract:too_short`); a page that takes longer than `time_limit_s`
-    is quarantined with reason `timeout`, so one pathological page cannot stall its task."""
+    `min_chars` characters of it (`extract:too_short`). A page that takes longer than `time_limit_s`
+    is quarantined with reason `timeout`: the extractor runs in a child process of the worker, killed
+    if it is still on the page half a second after the limit (`transform/extract_process.py`), so
+    no page holds its task much longer, whatever the C parsers do with it."""
 
     name = "extract"
 
-    def __init__(self, extractor: ExtractorName = DEFAULT_EXTRACTOR, time_limit_s: float = 5.0, min_chars: int = 0):
+    def __init__(self, extractor: ExtractorName = DEFAULT_EXTRACTOR,
+                 time_limit_s: Annotated[float, Field(gt=0)] = DEFAULT_TIME_LIMIT_S,
+                 min_chars: Annotated[int, Field(ge=0)] = 0):
         self.extractor = extractor
-        self.time_limit_s = time_limit_s
+        self.page_limit_s = time_limit_s  # enforced by the extractor process; the base's SIGALRM
+        # (`time_limit_s`) would fire only after the C parsers return
         self.min_chars = min_chars
+        self._process: ExtractorProcess | None = None
 
     def setup(self) -> None:
-        load_extractor(self.extractor)
+        self._extractor().start()
+
+    def _extractor(self) -> ExtractorProcess:
+        if self._process is None:
+            self._process = ExtractorProcess(self.extractor)
+        return self._process
 
     def map(self, doc: Document) -> Document | str:
         if not is_html(doc):
             return doc
-        text, engine = extract_with_engine(doc.text, doc.url, self.extractor)
+        text, engine = self._extractor().extract(doc.text, doc.url, self.page_limit_s)
         text = text.strip()
         if not text:
             return "empty"
