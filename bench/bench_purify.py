@@ -4,8 +4,9 @@ datatrove's GopherQualityFilter -> GopherRepetitionFilter -> C4QualityFilter -> 
 (defaults, language "en"), on the same real English documents, in one process, one core:
 documents/s and MB/s per core, their ratio, and the fraction of documents on which the two chains
 make the same keep/drop decision (plus each op against its own peer on the same text, and which
-rule of ours meets which rule of theirs where they differ). Then our ops with the zh presets on
-real Chinese documents, per MB against English.
+rule of ours meets which rule of theirs where they differ), and the four ops with no parameters
+(`language: auto`, documents without `lang`: by script) against both. Then our ops with the zh
+presets on real Chinese documents, per MB against English.
 
     .venv/bin/python -m pip install datatrove spacy rjieba  # datatrove 0.10.1 tokenizes English with
                                                             # spaCy's blank "en" pipeline (no model);
@@ -156,6 +157,10 @@ def preset_ops(*names: str) -> list:
     stages = []
     for name in names:
         stages += yaml.safe_load((REPO / "configs" / "filters" / f"{name}.yaml").read_text(encoding="utf-8"))["stages"]
+    return built(stages)
+
+
+def built(stages: list) -> list:
     ops = [build_op(op, params) for op, params in validate_stages(stages)]
     for op in ops:
         op.setup()
@@ -306,6 +311,17 @@ def per_op_agreement(texts: list[str], ops: list, filters: list) -> None:
               f"{same / len(texts):.2%} | {fmt(only_o)} | {fmt(only_t)} |")
 
 
+def defaults_agreement(texts: list[str], ours: dict, theirs: dict, batches: list[pa.Table]) -> None:
+    """The four ops with no parameters (`language: auto`; these documents have no `lang`, so each goes
+    by its script) against the en presets and against datatrove."""
+    defaults = ours_chain(built([{name: {}} for name in OPS]), batches)
+    same = sum(defaults[k] == ours[k] for k in ours)
+    peer = sum((defaults[k] is None) == (theirs[k] is None) for k in theirs)
+    print("\n### The ops' defaults (`language: auto`; no `lang`, so each document by its script)\n")
+    print(f"Same first reason (or keep) as the en presets: {same:,} of {len(texts):,} documents "
+          f"({same / len(texts):.2%}); same keep/drop decision as datatrove: {peer:,} ({peer / len(texts):.2%}).")
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -363,6 +379,7 @@ def main() -> None:
 
     agreement(texts, sets, ours, theirs, args.show_disagreements)
     per_op_agreement(texts, ops, filters)
+    defaults_agreement(texts, ours, theirs, batches)
 
     if not args.no_zh:
         zh_sets = {"THUCNews val": thucnews(), "ChineseWebText 2021-43 cleared1": chinese_webtext()}

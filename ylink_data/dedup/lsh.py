@@ -2,11 +2,11 @@
 signatures, band keys and star-contraction components as the `minhash_dedup` op, without Ray."""
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 import numpy as np
 
+from ..transform.units import script_language
 from .components import star_step
 from .minhash import DEFAULT_NUM_PERM, DEFAULT_SEED, DEFAULT_THRESHOLD, is_empty, lsh_params, signatures
 
@@ -16,17 +16,6 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 # bench/RESULTS.md, "MinHash dedup end to end".
 FALSE_POSITIVE_WEIGHT = 0.1
 FALSE_NEGATIVE_WEIGHT = 0.9
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
-
-
-def script_language(text: str) -> str | None:
-    """For documents no langid has seen: "zh" when most letters of the first 1,000 characters are
-    Han or kana (so they get character shingles), else None (word shingles)."""
-    head = text[:1000]
-    cjk = len(_CJK.findall(head))
-    if not cjk:  # most documents: one regex scan, no per-character Python loop
-        return None
-    return "zh" if cjk >= 0.5 * sum(map(str.isalpha, head)) else None
 
 
 def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -89,7 +89,7 @@ class BadWords(DocumentFilter):
     def filter(self, doc: Document) -> bool | str:
         if not self._lists:
             self.setup()
-        lang = units.unit_language(doc.lang if self.language == "auto" else self.language)
+        lang = units.document_unit_language(self.language, doc.lang, doc.text)
         texts = [doc.text]
         title = doc.metadata.get("title") if self.check_title else None
         if isinstance(title, str) and title:

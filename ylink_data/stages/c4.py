@@ -20,7 +20,8 @@ punctuation regex.)
 `split_sentences: true` applies the line rules to each sentence of each line instead (datatrove's
 split_paragraph=False, but line breaks are kept): for text whose paragraphs are flattened into one
 line, such as THUCNews, where a trailing byline without punctuation would otherwise remove the whole
-article. The zh preset uses it.
+article. Unset, it is on for Chinese documents (as in the zh preset) and off for English ones (C4's
+lines, datatrove's default).
 
 Chinese (`zh` units, no spaces between words): terminal punctuation adds 。！？ and closing quotes
 and brackets (”’」』）》); an ellipsis (…… or ...) still does not end a line, as in English, where C4
@@ -42,7 +43,7 @@ import pyarrow as pa
 
 from ..transform import units
 from . import register
-from .base import BatchResult
+from .base import BatchResult, Document
 from .gopher import Language, MeasuredOp, Rule
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
@@ -90,20 +91,21 @@ class C4Quality(MeasuredOp):
                "lorem_ipsum": pa.int64(), "curly_bracket": pa.int64()}
     LINE_RULES = ("too_long_word", "no_terminal_punct", "too_few_words", "javascript", "policy")
 
-    def __init__(self, language: Language = "en", annotate: bool = False,
+    def __init__(self, language: Language = "auto", annotate: bool = False,
                  remove_citations: bool = True, filter_no_terminal_punct: bool = True,
                  min_num_sentences: int | None = 5, min_words_per_line: int | None = 3,
                  zh_min_chars_per_line: int | None = 6, max_word_length: int | None = 1000,
                  filter_lorem_ipsum: bool = True, filter_javascript: bool = True,
                  filter_curly_bracket: bool = True, filter_policy: bool = True,
-                 split_sentences: bool = False, time_limit_s: float | None = 60.0):
+                 split_sentences: bool | None = None, time_limit_s: float | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
         self.remove_citations, self.filter_no_terminal_punct = remove_citations, filter_no_terminal_punct
         self.min_words = {"en": min_words_per_line, "zh": zh_min_chars_per_line}
         self.max_word_length = max_word_length
         self.filter_lorem_ipsum, self.filter_javascript = filter_lorem_ipsum, filter_javascript
         self.filter_curly_bracket, self.filter_policy = filter_curly_bracket, filter_policy
-        self.split_sentences = split_sentences
+        # per unit language; unset: on for Chinese (its news flattened into one line), off for English
+        self.split_sentences = {"en": bool(split_sentences), "zh": split_sentences is not False}
         self._rules: list[Rule] = [
             *([("lorem_ipsum", "lorem_ipsum", None, 0)] if filter_lorem_ipsum else []),
             *([("curly_bracket", "curly_bracket", None, 0)] if filter_curly_bracket else []),
@@ -139,12 +141,13 @@ class C4Quality(MeasuredOp):
         kept: list[str] = []
         values = {"sentences": 0, "lines_kept": 0, "lines_removed": 0, "lorem_ipsum": 0, "curly_bracket": 0}
         sep = "" if lang == units.CHINESE else " "
+        split = self.split_sentences[lang]
         for raw in text.splitlines():
-            parts = sentences(raw, lang) if self.split_sentences else [raw.strip()]
+            parts = sentences(raw, lang) if split else [raw.strip()]
             kept_parts = [p for p in (self._check(p, lang, values, removed) for p in parts) if p is not None]
             if kept_parts:
                 kept.append(sep.join(kept_parts))
-                values["sentences"] += len(kept_parts) if self.split_sentences else sentence_count(kept[-1], lang)
+                values["sentences"] += len(kept_parts) if split else sentence_count(kept[-1], lang)
         values["lines_kept"], values["lines_removed"] = len(kept), sum(removed.values())
         return values, "\n".join(kept).strip(), removed
 
@@ -170,8 +173,12 @@ class C4Quality(MeasuredOp):
     def measure(self, text: str, lang: str) -> dict[str, float]:
         return self.clean(text, lang)[0]
 
+    def _cleaned(self, doc: Document) -> tuple[str, dict[str, float], str, Counter]:
+        lang = self._lang(doc)
+        return (lang, *self.clean(doc.text, lang))
+
     def process(self, table: pa.Table) -> BatchResult:
-        docs, results, errors = self.each_document(table, lambda d: (self._lang(d), *self.clean(d.text, self._lang(d))))
+        docs, results, errors = self.each_document(table, self._cleaned)
         errors_or_none = errors if any(errors) else None
         ok = [r if isinstance(r, tuple) else None for r in results]
         if self.annotate:

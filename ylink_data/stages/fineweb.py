@@ -3,7 +3,9 @@ with datatrove's FineWebQualityFilter defaults, for English and Chinese.
 
 Measures (lines: the text split on "\\n", blank lines left out, as datatrove 0.10 does), checked in
 this order (reason: drop when):
-`line_punct_ratio`: share of lines ending with terminal punctuation is at most line_punct_thr (0.12);
+`line_punct_ratio`: share of lines ending with terminal punctuation is at most line_punct_thr (0.12;
+not applied to a ratio of 0 with line_punct_exclude_zero, which unset is on for Chinese and off for
+English);
 `short_line_ratio`: share of lines of at most short_line_length (30) characters is at least
 short_line_thr (0.67); `char_dup_ratio`: characters in non-empty lines that repeat an earlier line,
 over all characters except newlines, is at least char_duplicates_ratio (0.01); `list_ratio`:
@@ -47,13 +49,15 @@ class FineWebQuality(MeasuredOp):
     # Rules whose bound itself fails (datatrove: ratio <= thr, ratio >= thr, ratio >= thr).
     INCLUSIVE = frozenset({"line_punct_ratio", "short_line_ratio", "char_dup_ratio"})
 
-    def __init__(self, language: Language = "en", annotate: bool = False,
-                 line_punct_thr: float | None = 0.12, line_punct_exclude_zero: bool = False,
+    def __init__(self, language: Language = "auto", annotate: bool = False,
+                 line_punct_thr: float | None = 0.12, line_punct_exclude_zero: bool | None = None,
                  short_line_thr: float | None = 0.67, short_line_length: int = 30,
                  zh_short_line_length: int = 10, char_duplicates_ratio: float | None = 0.01,
                  new_line_ratio: float | None = 0.3, time_limit_s: float | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
-        self.line_punct_exclude_zero = line_punct_exclude_zero
+        # per unit language; unset: on for Chinese (a one-line article ending in a byline has ratio 0),
+        # off for English (datatrove's default)
+        self.line_punct_exclude_zero = {"en": bool(line_punct_exclude_zero), "zh": line_punct_exclude_zero is not False}
         self.short = {"en": short_line_length, "zh": zh_short_line_length}
         self._rules: list[Rule] = [
             ("line_punct_ratio", "line_punct_ratio", line_punct_thr, None),
@@ -68,7 +72,7 @@ class FineWebQuality(MeasuredOp):
     def verdict(self, lang: str, values: dict[str, float]) -> str | None:
         for reason, key, low, high in self._rules:
             value, inclusive = values[key], key in self.INCLUSIVE
-            if key == "line_punct_ratio" and value == 0 and self.line_punct_exclude_zero:
+            if key == "line_punct_ratio" and value == 0 and self.line_punct_exclude_zero[lang]:
                 continue
             if low is not None and (value <= low if inclusive else value < low):
                 return f"{self.name}:{reason}"

@@ -39,11 +39,12 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from ..dedup import components
-from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys, script_language
+from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys
 from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures
 from ..errors import InputError
 from ..io.fs import filesystem, read_json, write_json
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
+from ..transform.units import script_language
 from . import register
 from .base import GlobalOp
 

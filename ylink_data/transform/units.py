@@ -241,6 +241,25 @@ def unit_language(lang: str | None) -> str:
     return CHINESE if lang and (lang == CHINESE or lang.startswith("zh-") or lang.startswith("zh_")) else "en"
 
 
+def document_unit_language(language: str, lang: str | None, text: str) -> str:
+    """The text-unit family an op with `language` (`en`, `zh` or `auto`) uses for one document.
+    `auto`: by the document's `lang` when language ID set one, else by its script (`script_language`)."""
+    return unit_language(language if language != "auto" else lang or script_language(text))
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+
+
+def script_language(text: str) -> str | None:
+    """For documents no langid has seen: "zh" when most letters of the first 1,000 characters are
+    Han or kana (MinHash shingles them by character, the quality rules count jieba words), else None."""
+    head = text[:1000]
+    cjk = len(_CJK.findall(head))
+    if not cjk:  # most documents: one regex scan, no per-character Python loop
+        return None
+    return "zh" if cjk >= 0.5 * sum(map(str.isalpha, head)) else None
+
+
 @lru_cache(maxsize=None)
 def _jieba():
     import jieba
