@@ -15,11 +15,14 @@ carry their gambling brand in the title only.
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import Field, PositiveInt
 
 from ..transform import units
 from ..transform.wordlists import load_word_list
 from . import register
-from .base import Document, DocumentFilter
+from .base import Document, DocumentFilter, Seconds
 from .gopher import Language
 
 DEFAULT_LISTS = {"zh": ["zh-obscene", "zh-gambling"], "en": []}
@@ -46,8 +49,8 @@ class BadWords(DocumentFilter):
 
     name = "badwords"
 
-    def __init__(self, language: Language = "en", lists: list[str] | None = None, min_matches: int = 1,
-                 check_title: bool = True, time_limit_s: float | None = 60.0):
+    def __init__(self, language: Language = "en", lists: Annotated[list[str], Field(min_length=1)] | None = None,
+                 min_matches: PositiveInt = 1, check_title: bool = True, time_limit_s: Seconds | None = 60.0):
         self.language, self.min_matches, self.check_title = language, min_matches, check_title
         self.time_limit_s = time_limit_s
         if lists is None:

@@ -16,14 +16,21 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import pyarrow as pa
+from pydantic import Field
 
 from ..timelimit import DocumentTimeout, time_limit
 
 if TYPE_CHECKING:
     from ..pipeline.global_phase import GlobalContext
+
+
+# Parameter types with their bounds, for ops' signatures (pydantic's PositiveInt, NonNegativeInt,
+# PositiveFloat and NonNegativeFloat for the others): a value out of range is a config error.
+Fraction = Annotated[float, Field(ge=0, le=1)]  # a share of lines, words, characters or documents
+Seconds = Annotated[float, Field(gt=0)]  # a time limit
 
 
 @dataclass(slots=True)

@@ -40,10 +40,11 @@ import unicodedata
 from collections import Counter
 
 import pyarrow as pa
+from pydantic import NonNegativeInt, PositiveInt
 
 from ..transform import units
 from . import register
-from .base import BatchResult, Document
+from .base import BatchResult, Document, Seconds
 from .gopher import Language, MeasuredOp, Rule
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
@@ -93,11 +94,11 @@ class C4Quality(MeasuredOp):
 
     def __init__(self, language: Language = "auto", annotate: bool = False,
                  remove_citations: bool = True, filter_no_terminal_punct: bool = True,
-                 min_num_sentences: int | None = 5, min_words_per_line: int | None = 3,
-                 zh_min_chars_per_line: int | None = 6, max_word_length: int | None = 1000,
+                 min_num_sentences: NonNegativeInt | None = 5, min_words_per_line: NonNegativeInt | None = 3,
+                 zh_min_chars_per_line: NonNegativeInt | None = 6, max_word_length: PositiveInt | None = 1000,
                  filter_lorem_ipsum: bool = True, filter_javascript: bool = True,
                  filter_curly_bracket: bool = True, filter_policy: bool = True,
-                 split_sentences: bool | None = None, time_limit_s: float | None = 60.0):
+                 split_sentences: bool | None = None, time_limit_s: Seconds | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
         self.remove_citations, self.filter_no_terminal_punct = remove_citations, filter_no_terminal_punct
         self.min_words = {"en": min_words_per_line, "zh": zh_min_chars_per_line}

@@ -15,6 +15,7 @@ import unicodedata
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import PositiveInt
 
 from ..io.parquet import ParquetFileWriter
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
@@ -31,7 +32,7 @@ class ExactDedup(GlobalOp):
     name = "exact_dedup"
 
     def __init__(self, column: str = "text", lowercase: bool = False, collapse_whitespace: bool = True,
-                 unicode_nfkc: bool = False, rows_per_partition: int = 4_000_000):
+                 unicode_nfkc: bool = False, rows_per_partition: PositiveInt = 4_000_000):
         self.column = column
         self.lowercase = lowercase
         self.collapse_whitespace = collapse_whitespace

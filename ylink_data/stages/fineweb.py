@@ -29,9 +29,11 @@ characters, so their thresholds carry over.
 from __future__ import annotations
 
 import pyarrow as pa
+from pydantic import NonNegativeFloat, PositiveInt
 
 from ..transform import units
 from . import register
+from .base import Fraction, Seconds
 from .gopher import Language, MeasuredOp, Rule, duplicates, ratio
 
 EN_STOP_CHARS = (".", "'", '"', "!", "?")  # datatrove's stop_chars
@@ -50,10 +52,10 @@ class FineWebQuality(MeasuredOp):
     INCLUSIVE = frozenset({"line_punct_ratio", "short_line_ratio", "char_dup_ratio"})
 
     def __init__(self, language: Language = "auto", annotate: bool = False,
-                 line_punct_thr: float | None = 0.12, line_punct_exclude_zero: bool | None = None,
-                 short_line_thr: float | None = 0.67, short_line_length: int = 30,
-                 zh_short_line_length: int = 10, char_duplicates_ratio: float | None = 0.01,
-                 new_line_ratio: float | None = 0.3, time_limit_s: float | None = 60.0):
+                 line_punct_thr: Fraction | None = 0.12, line_punct_exclude_zero: bool | None = None,
+                 short_line_thr: Fraction | None = 0.67, short_line_length: PositiveInt = 30,
+                 zh_short_line_length: PositiveInt = 10, char_duplicates_ratio: Fraction | None = 0.01,
+                 new_line_ratio: NonNegativeFloat | None = 0.3, time_limit_s: Seconds | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
         # per unit language; unset: on for Chinese (a one-line article ending in a byline has ratio 0),
         # off for English (datatrove's default)

@@ -18,14 +18,15 @@ from collections import Counter
 from functools import lru_cache
 from itertools import compress, filterfalse
 from operator import ne
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pyarrow as pa
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from ..transform import units
 from . import register
-from .base import BatchResult, Document, PerDocumentOp
+from .base import BatchResult, Document, Fraction, PerDocumentOp, Seconds
 
 Rule = tuple[str, str, float | None, float | None]  # reason, measure, low, high
 
@@ -38,6 +39,10 @@ ZH_STOP_WORDS = ["的", "了", "是", "在", "和", "有", "不", "这", "也", 
 ZH_QUALITY = {"min_avg_word_length": 1.2, "max_avg_word_length": 3.0}
 
 Language = Literal["en", "zh", "auto"]
+WordList = Annotated[list[str], Field(min_length=1)]
+# n-gram sizes: Gopher's are 2-10; an n far beyond that finds no repeats in real text and costs n
+# list copies per document.
+NGramSize = Annotated[int, Field(ge=1, le=100)]
 
 
 class MeasuredOp(PerDocumentOp):
@@ -116,14 +121,14 @@ class GopherQuality(MeasuredOp):
                "stop_words": pa.int64()}
 
     def __init__(self, language: Language = "auto", annotate: bool = False,
-                 min_doc_words: int | None = 50, max_doc_words: int | None = 100_000,
-                 min_avg_word_length: float | None = 3, max_avg_word_length: float | None = 10,
-                 max_symbol_word_ratio: float | None = 0.1, max_bullet_lines_ratio: float | None = 0.9,
-                 max_ellipsis_lines_ratio: float | None = 0.3, min_alpha_words_ratio: float | None = 0.8,
-                 min_stop_words: int | None = 2, stop_words: list[str] | None = None,
-                 zh_stop_words: list[str] | None = None,
-                 zh_thresholds: dict[str, float | None] | None = None,
-                 time_limit_s: float | None = 60.0):
+                 min_doc_words: NonNegativeInt | None = 50, max_doc_words: PositiveInt | None = 100_000,
+                 min_avg_word_length: NonNegativeFloat | None = 3, max_avg_word_length: PositiveFloat | None = 10,
+                 max_symbol_word_ratio: NonNegativeFloat | None = 0.1, max_bullet_lines_ratio: Fraction | None = 0.9,
+                 max_ellipsis_lines_ratio: Fraction | None = 0.3, min_alpha_words_ratio: Fraction | None = 0.8,
+                 min_stop_words: NonNegativeInt | None = 2, stop_words: WordList | None = None,
+                 zh_stop_words: WordList | None = None,
+                 zh_thresholds: dict[str, NonNegativeFloat | None] | None = None,
+                 time_limit_s: Seconds | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
         en = dict(min_doc_words=min_doc_words, max_doc_words=max_doc_words,
                   min_avg_word_length=min_avg_word_length, max_avg_word_length=max_avg_word_length,
@@ -243,10 +248,11 @@ class GopherRepetition(MeasuredOp):
     name = "gopher_repetition"
 
     def __init__(self, language: Language = "auto", annotate: bool = False,
-                 dup_line_frac: float | None = 0.3, dup_para_frac: float | None = 0.3,
-                 dup_line_char_frac: float | None = 0.2, dup_para_char_frac: float | None = 0.2,
-                 top_n_grams: dict[int, float] | None = None, dup_n_grams: dict[int, float] | None = None,
-                 time_limit_s: float | None = 60.0):
+                 dup_line_frac: Fraction | None = 0.3, dup_para_frac: Fraction | None = 0.3,
+                 dup_line_char_frac: Fraction | None = 0.2, dup_para_char_frac: Fraction | None = 0.2,
+                 top_n_grams: dict[NGramSize, Fraction] | None = None,
+                 dup_n_grams: dict[NGramSize, Fraction] | None = None,
+                 time_limit_s: Seconds | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s
         self.top_n_grams = {2: 0.2, 3: 0.18, 4: 0.16} if top_n_grams is None else dict(top_n_grams)
         self.dup_n_grams = ({5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}

@@ -64,7 +64,8 @@ class MinHashDedup(GlobalOp):
                  bands: Annotated[int, Field(ge=1)] | None = None, rows: Annotated[int, Field(ge=1)] | None = None,
                  false_positive_weight: Annotated[float, Field(ge=0, le=1)] = FALSE_POSITIVE_WEIGHT,
                  false_negative_weight: Annotated[float, Field(ge=0, le=1)] = FALSE_NEGATIVE_WEIGHT,
-                 seed: int = 1, unit: Literal["auto", "word", "char"] = "auto",
+                 seed: Annotated[int, Field(ge=0, lt=2**32)] = 1,  # numpy's RandomState seeds (datasketch's)
+                 unit: Literal["auto", "word", "char"] = "auto",
                  word_ngram: Annotated[int, Field(ge=1)] | None = None,
                  char_ngram: Annotated[int, Field(ge=1)] | None = None,
                  keep: Literal["first", "longest", "highest_score"] = "first",

@@ -1,7 +1,9 @@
 """pii: replace personal data in the text with typed placeholders; never drops a document."""
 from __future__ import annotations
 
+from typing import Annotated
 
+from pydantic import Field
 
 from ..transform.pii import PII_TYPES, PiiRedactor, PiiType
 from . import register
@@ -22,7 +24,7 @@ class Pii(DocumentMapper):
 
     name = "pii"
 
-    def __init__(self, types: tuple[PiiType, ...] = PII_TYPES, email_placeholder: str = "<EMAIL>",
+    def __init__(self, types: Annotated[tuple[PiiType, ...], Field(min_length=1)] = PII_TYPES, email_placeholder: str = "<EMAIL>",
                  ip_placeholder: str = "<IP>", phone_placeholder: str = "<PHONE>", cn_id_placeholder: str = "<CN_ID>",
                  card_placeholder: str = "<CARD>"):
         self.redactor = PiiRedactor(types, {"email": email_placeholder, "ip": ip_placeholder,

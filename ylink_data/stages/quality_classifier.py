@@ -30,13 +30,13 @@ from pydantic import Field
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
 from ..transform.units import unit_language
 from . import register
-from .base import BatchResult, GlobalOp, MapOp
+from .base import BatchResult, Fraction, GlobalOp, MapOp
 
 DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
 _BINS = 1 << 16
 _TIER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
-Score = Annotated[float, Field(ge=0, le=1)]
+Score = Fraction  # a model's probability
 
 
 @register
@@ -45,7 +45,8 @@ class QualityClassifier(MapOp, GlobalOp):
 
     name = "quality_classifier"
 
-    def __init__(self, model: str | dict[str, str] = "default", score_column: str = "quality_score",
+    def __init__(self, model: str | Annotated[dict[str, str], Field(min_length=1)] = "default",
+                 score_column: str = "quality_score",
                  min_score: Score | None = None, top_fraction: Annotated[float, Field(gt=0, le=1)] | None = None,
                  tiers: dict[str, Score] | None = None, tier_column: str = "quality_tier",
                  prefix_chars: Annotated[int, Field(ge=1)] | None = None):
