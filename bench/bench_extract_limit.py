@@ -178,7 +178,7 @@ def main() -> None:
     print("\nSame text and engine from both on every page.\n")
 
     d = depth_checks(pages)
-    print("| depth of the pages | median | p99 | max | pages over " + str(DEPTH_CAP) + " | check's cost vs extraction |")
+    print(f"| depth of the pages | median | p99 | max | pages over {DEPTH_CAP} | check's cost vs extraction |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for label, values, cost in (("DOM (lexbor), checked with a selector", d["real"], d["select"]),
                                 ("byte-level tag scan", d["scanned"], d["scan"])):

@@ -45,7 +45,8 @@ def run_decisions(tmp_path, name: str, inputs: list, params: dict) -> dict[str, 
     run = ylink_data.open_run(str(out))
     kept = [(doc, None) for doc in run.to_arrow().to_pylist()]
     dropped = [(doc, doc["reason"]) for doc in run.rejected().to_pylist()]
-    return {doc["id"]: (doc["source"].rsplit("/", 1)[-1].removesuffix(".jsonl"), reason) for doc, reason in kept + dropped}
+    return {doc["id"]: (doc["source"].rsplit("/", 1)[-1].removesuffix(".jsonl"), reason)
+            for doc, reason in kept + dropped}
 
 
 def test_chinese_news_is_kept_after_langid_and_english_decides_as_before(ray_session, shared_data, tmp_path):

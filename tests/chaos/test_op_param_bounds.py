@@ -43,7 +43,8 @@ def numeric_probes(schema: dict) -> Iterator[tuple[Callable[[Any], Any], dict]]:
 
 def out_of_range(number: dict) -> list[float]:
     """0, -1 and 1.5 where they are out of range, and the values just past each bound."""
-    low, high = number.get("minimum", number.get("exclusiveMinimum")), number.get("maximum", number.get("exclusiveMaximum"))
+    low = number.get("minimum", number.get("exclusiveMinimum"))
+    high = number.get("maximum", number.get("exclusiveMaximum"))
     step = 1 if number["type"] == "integer" else 0.5
     candidates = {0, -1, low - step if "minimum" in number else low}
     if high is not None:

@@ -24,7 +24,8 @@ class Pii(DocumentMapper):
 
     name = "pii"
 
-    def __init__(self, types: Annotated[tuple[PiiType, ...], Field(min_length=1)] = PII_TYPES, email_placeholder: str = "<EMAIL>",
+    def __init__(self, types: Annotated[tuple[PiiType, ...], Field(min_length=1)] = PII_TYPES,
+                 email_placeholder: str = "<EMAIL>",
                  ip_placeholder: str = "<IP>", phone_placeholder: str = "<PHONE>", cn_id_placeholder: str = "<CN_ID>",
                  card_placeholder: str = "<CARD>"):
         self.redactor = PiiRedactor(types, {"email": email_placeholder, "ip": ip_placeholder,
