@@ -5,7 +5,8 @@ page is never copied into Python whole, and fastText gets the batch in one call.
 saves little (fastText's own work, 60-90 us per KB of text, dwarfs a call's overhead); what makes
 the op fast on long documents is the bounded prefix, which reads as well as the whole text
 (bench/RESULTS.md). The model is loaded in `setup()`, once per worker process, and shared by every
-op instance in it (see `ylink_data.transform.langid`).
+op instance in it (see `ylink_data.transform.langid`). The script prior in front of the model
+(Chinese, Japanese, Korean by their characters) is counted column-wise for the whole batch.
 """
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ LOW_SCORE = "langid:low_score"
 @register
 class LangId(MapOp):
     """Writes `lang` (ISO 639-1 where one exists, e.g. `en`, `zh`; otherwise the model's code, e.g.
-    `yue`) and `lang_score` (0-1) for every document. With `languages`, documents in other languages are dropped (`langid:language`); below
+    `ceb`) and `lang_score` (0-1) for every document. Text written mostly in CJK characters gets the
+    language its script settles (Han without kana: `zh`, also for the model's `wuu`/`yue`; kana:
+    `ja`; hangul: `ko`), other text the model's (`ylink_data.transform.langid` says how and why).
+    With `languages`, documents in other languages are dropped (`langid:language`); below
     `min_score`, documents are dropped (`langid:low_score`); the language check comes first.
-    `prefix_chars` is how much of each text the model reads (0: all of it)."""
+    `prefix_chars` is how much of each text is read (0: all of it)."""
 
     name = "langid"
 

