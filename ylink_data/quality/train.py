@@ -228,7 +228,7 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
         raise ValueError(f"test_fraction must be between 0 and 1, not {test_fraction}")
     import fasttext
 
-    bucket = max(bucket, -(-MIN_MATRIX_BYTES // (4 * dim)))
+    bucket = trained_bucket(bucket, dim)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     sides = {}
@@ -250,9 +250,6 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
         return [model_line(e.text, lang, prefix_chars) for e in exs]
 
     pos_train, neg_train = lines(sides[POSITIVE][0]), lines(sides[NEGATIVE][0])
-    pos_bal, neg_bal = balance(pos_train, neg_train, balance_classes, rng)
-    rows = [f"{POSITIVE} {x}" for x in pos_bal] + [f"{NEGATIVE} {x}" for x in neg_bal]
-    rows = [rows[i] for i in rng.permutation(len(rows))]
     params = {"lang": lang, "seed": seed, "epoch": epoch, "lr": lr, "wordNgrams": wordNgrams, "dim": dim,
               "bucket": bucket, "minCount": minCount, "loss": "softmax", "thread": 1,
               "test_fraction": test_fraction, "max_docs_per_class": max_docs_per_class,
@@ -261,19 +258,11 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
               "prefix_chars": prefix_chars}
 
     with tempfile.TemporaryDirectory(prefix="ylink-quality-") as tmp:
-        train_file = os.path.join(tmp, "train.txt")
-        with open(train_file, "w", encoding="utf-8") as f:
-            f.writelines(r + "\n" for r in rows)
-        say(f"training on {len(rows):,} lines ({len(pos_bal):,} good, {len(neg_bal):,} bad), {epoch} epochs")
         t0 = time.perf_counter()
-        try:
-            model = fasttext.train_supervised(input=train_file, lr=lr, epoch=epoch, wordNgrams=wordNgrams, dim=dim,
-                                              bucket=bucket, minCount=minCount, loss="softmax", thread=1,
-                                              seed=seed, verbose=0)
-        except RuntimeError as exc:
-            raise RuntimeError(f"fastText training failed ({exc}); try another --seed or a lower --lr") from None
-        if quantize:
-            model.quantize(qnorm=True, cutoff=cutoff, retrain=False, thread=1, verbose=0, dsub=min(dsub, dim))
+        model, pos_bal, neg_bal = fit(pos_train, neg_train, rng, tmp, seed=seed, epoch=epoch, lr=lr,
+                                      wordNgrams=wordNgrams, dim=dim, bucket=bucket, minCount=minCount,
+                                      balance_classes=balance_classes, quantize=quantize, cutoff=cutoff, dsub=dsub,
+                                      progress=say)
         train_s = time.perf_counter() - t0
         model_file = os.path.join(tmp, "model.bin")
         model.save_model(model_file)
@@ -299,7 +288,7 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
         "counts": {
             "positive_documents": sides[POSITIVE][2], "negative_documents": sides[NEGATIVE][2],
             "train_positive": len(pos_train), "train_negative": len(neg_train),
-            "train_positive_balanced": len(pos_bal), "train_negative_balanced": len(neg_bal),
+            "train_positive_balanced": pos_bal, "train_negative_balanced": neg_bal,
             "test_positive": len(test_pos), "test_negative": len(test_neg)},
         "params": params,
         "inputs": {"positive": [public_url(p) for p in positive], "negative": [public_url(p) for p in negative]},
@@ -310,6 +299,38 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
     fs, path = filesystem(metrics_path(output), storage_options)
     write_json(fs, path, result)
     return result
+
+
+def trained_bucket(bucket: int, dim: int) -> int:
+    """`bucket` raised until the one-thread input matrix reaches `MIN_MATRIX_BYTES` (module docstring)."""
+    return max(bucket, -(-MIN_MATRIX_BYTES // (4 * dim)))
+
+
+def fit(pos_lines: list[str], neg_lines: list[str], rng: np.random.Generator, workdir: str, *, seed: int,
+        epoch: int, lr: float, wordNgrams: int, dim: int, bucket: int, minCount: int, balance_classes: str,
+        quantize: bool, cutoff: int, dsub: int, progress: Progress | None = None) -> tuple[Any, int, int]:
+    """A fastText classifier of preprocessed lines (`preprocess.model_lines`), trained as
+    `train_classifier` trains it (steps 3-4 of the module docstring), with its training file in
+    `workdir`; returns the model and the good and bad rows it was trained on after balancing."""
+    import fasttext
+
+    pos_bal, neg_bal = balance(pos_lines, neg_lines, balance_classes, rng)
+    rows = [f"{POSITIVE} {x}" for x in pos_bal] + [f"{NEGATIVE} {x}" for x in neg_bal]
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    train_file = os.path.join(workdir, "train.txt")
+    with open(train_file, "w", encoding="utf-8") as f:
+        f.writelines(r + "\n" for r in rows)
+    if progress:
+        progress(f"training on {len(rows):,} lines ({len(pos_bal):,} good, {len(neg_bal):,} bad), {epoch} epochs")
+    try:
+        model = fasttext.train_supervised(input=train_file, lr=lr, epoch=epoch, wordNgrams=wordNgrams, dim=dim,
+                                          bucket=trained_bucket(bucket, dim), minCount=minCount, loss="softmax",
+                                          thread=1, seed=seed, verbose=0)
+    except RuntimeError as exc:
+        raise RuntimeError(f"fastText training failed ({exc}); try another --seed or a lower --lr") from None
+    if quantize:
+        model.quantize(qnorm=True, cutoff=cutoff, retrain=False, thread=1, verbose=0, dsub=min(dsub, dim))
+    return model, len(pos_bal), len(neg_bal)
 
 
 def _write(output: str, data: bytes, storage_options: dict[str, Any] | None) -> None:
