@@ -24,10 +24,6 @@ from ylink_data.stages import REGISTRY, _load_ops, _params_model
 from ..conftest import REPO, SAMPLES
 
 _load_ops()
-# stages/langid.py belongs to issue 13 point 13's change (a Unicode-script prior), made apart; its
-# bounds (min_score in [0, 1], prefix_chars >= 0, languages not empty) land with that change.
-# test_exempt_ops_are_still_unbounded fails once they have bounds, to have this entry removed.
-EXEMPT = {"langid"}
 
 
 def numeric_probes(schema: dict) -> Iterator[tuple[Callable[[Any], Any], dict]]:
@@ -79,8 +75,8 @@ def test_the_registry_has_numeric_parameters_to_probe():
             "minhash_dedup", "quality_classifier", "url_filter", "normalize", "badwords"} <= ops
 
 
-@pytest.mark.parametrize("op, param, wrap, number", [p for p in NUMERIC if p[0] not in EXEMPT],
-                         ids=[f"{p[0]}.{p[1]}" for p in NUMERIC if p[0] not in EXEMPT])
+@pytest.mark.parametrize("op, param, wrap, number", NUMERIC,
+                         ids=[f"{p[0]}.{p[1]}" for p in NUMERIC])
 def test_every_numeric_parameter_refuses_values_out_of_its_bounds(op, param, wrap, number):
     assert "minimum" in number or "exclusiveMinimum" in number, f"{op}.{param} has no lower bound in its signature"
     for value in out_of_range(number):
@@ -89,12 +85,7 @@ def test_every_numeric_parameter_refuses_values_out_of_its_bounds(op, param, wra
         assert f"stages[0].{op}.{param}" in str(err.value), (value, str(err.value))
 
 
-def test_exempt_ops_are_still_unbounded():
-    unbounded = {op for op, _, _, number in NUMERIC if "minimum" not in number and "exclusiveMinimum" not in number}
-    assert EXEMPT <= unbounded, "these ops have bounds now: take them out of EXEMPT"
-
-
-@pytest.mark.parametrize("op, param", [("badwords", "lists"), ("gopher_quality", "stop_words"),
+@pytest.mark.parametrize("op, param", [("badwords", "lists"), ("gopher_quality", "stop_words"), ("langid", "languages"),
                                        ("gopher_quality", "zh_stop_words"), ("pii", "types")])
 def test_lists_that_cannot_be_empty_are_refused_empty(op, param):
     with pytest.raises(ConfigError, match=rf"stages\[0\]\.{op}\.{param}"):
