@@ -20,52 +20,26 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fsspec.implementations.local import LocalFileSystem
-from warcio.archiveiterator import ArchiveIterator
 
 from ylink_data.cache import Prefetcher, ShardCache, ShardRef, run_shards
 from ylink_data.cache.download import DownloadError, DownloadPolicy
-from ylink_data.io.parquet import ParquetFileWriter
 
-from .conftest import REPO, SAMPLES
+from .conftest import REPO
 from .httpserver import FileServer
 from .s3server import s3_server
+from .shardruns import write_run
 
 SHARDS = 8
 DOCS_PER_SHARD = 100  # documents of about 2 KB: shards of about 200 KB, within a few % of each other
 FAST = dict(backoff_s=0.01, max_backoff_s=0.05)
 
 
-def _documents() -> list[str]:
-    """The bundled crawl's HTML pages, cut into documents of 2,000 characters; ASCII ones only, so
-    that shards of the same number of documents have almost the same size."""
-    docs = []
-    for path in sorted(SAMPLES.glob("*.warc.gz")):
-        with open(path, "rb") as f:
-            for record in ArchiveIterator(f):
-                if record.rec_type == "response":
-                    page = record.content_stream().read().decode("utf-8", "replace")
-                    docs += [page[i:i + 2000] for i in range(0, len(page) - 1999, 2000) if page[i:i + 2000].isascii()]
-    return docs
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("run")
-    docs = _documents()
-    assert len(docs) >= SHARDS * DOCS_PER_SHARD
-    fs, shards = LocalFileSystem(), []
-    for i in range(SHARDS):
-        chunk = docs[i * DOCS_PER_SHARD:(i + 1) * DOCS_PER_SHARD]
-        table = pa.table({"id": [f"{i}-{j}" for j in range(len(chunk))], "text": chunk})
-        writer = ParquetFileWriter(fs, str(root / "data" / f"part-{i:05d}.parquet"), compression="none")
-        writer.write(table)
-        written = writer.close().to_json()
-        shards.append({**written, "path": f"data/part-{i:05d}.parquet"})
-    (root / "manifest.json").write_text(json.dumps({"version": 1, "shards": shards}))
+    write_run(root, SHARDS, DOCS_PER_SHARD)
     return root
 
 

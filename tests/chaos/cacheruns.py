@@ -9,32 +9,18 @@ import sys
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from fsspec.implementations.local import LocalFileSystem
 
 import ylink_data
-from ylink_data.io.parquet import ParquetFileWriter
 
-from ..test_cache_store import _documents
+from .. import shardruns
 
 DOCS_PER_SHARD = 50   # documents of 2,000 characters of the bundled crawl: shards of about 100 kB
 
 
 def write_run(root: Path, shards: int = 3) -> dict:
-    """A run folder as ylink writes it (real pages, ylink's Parquet writer, a version-1 manifest);
-    returns its manifest."""
-    docs = _documents()
-    fs, entries = LocalFileSystem(), []
-    for i in range(shards):
-        chunk = docs[i * DOCS_PER_SHARD:(i + 1) * DOCS_PER_SHARD]
-        table = pa.table({"id": [f"{root.name}-{i}-{j}" for j in range(len(chunk))], "text": chunk})
-        writer = ParquetFileWriter(fs, str(root / "data" / f"part-{i:05d}.parquet"), compression="none")
-        writer.write(table)
-        entries.append({**writer.close().to_json(), "path": f"data/part-{i:05d}.parquet"})
-    manifest = {"version": 1, "shards": entries}
-    write_manifest(root, manifest)
-    return manifest
+    """A small real run (shards of about 100 kB, ids unique across runs); returns its manifest."""
+    return shardruns.write_run(root, shards, DOCS_PER_SHARD, id_prefix=f"{root.name}-")
 
 
 def write_manifest(root: Path, manifest) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import random
 import zlib
-from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator

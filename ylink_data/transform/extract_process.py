@@ -27,7 +27,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from multiprocessing.connection import wait  # poll(2): a worker may hold fds past select()'s 1024
 from typing import BinaryIO
 
