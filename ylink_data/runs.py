@@ -10,33 +10,34 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .errors import YlinkError
-from .io.fs import filesystem, join, read_json
+from .io.fs import join, read_json
+from .manifest import RunManifest, read_manifest
 from .schema import DOCUMENT_SCHEMA
 
 
 def open_run(path: str, storage_options: dict[str, Any] | None = None) -> "Run":
-    fs, root = filesystem(path, storage_options)
-    root = root.rstrip("/")
-    try:  # read at once: one request where checking first and reading later took two or three
-        manifest = read_json(fs, join(root, "manifest.json"))
-    except FileNotFoundError:
-        hint = " (the run is unfinished: rerun it to resume)" if fs.exists(join(root, "run.json")) else ""
-        raise YlinkError(f"{path} is not a finished ylink run: no manifest.json{hint}") from None
-    run = Run(path, fs, root)
-    run.__dict__["manifest"] = manifest  # what the cached property would read
-    return run
+    """The finished run at `path` (a folder or fsspec URL). Its manifest is read and checked as the
+    cache checks it (`ylink_data.manifest`): a shard outside the run folder or without a sha256 is
+    refused before anything of the run is read."""
+    return Run(path, read_manifest(path, storage_options))
 
 
 @dataclass
 class Run:
     url: str
-    fs: fsspec.AbstractFileSystem
-    root: str
+    checked: RunManifest  # the manifest, read and checked
 
-    @cached_property
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        return self.checked.fs
+
+    @property
+    def root(self) -> str:
+        return self.checked.root
+
+    @property
     def manifest(self) -> dict[str, Any]:
-        return read_json(self.fs, join(self.root, "manifest.json"))
+        return self.checked.data
 
     @cached_property
     def stats(self) -> dict[str, Any]:
@@ -49,7 +50,7 @@ class Run:
 
     @property
     def shard_paths(self) -> list[str]:
-        return [join(self.root, s["path"]) for s in self.manifest["shards"]]
+        return [join(self.root, s.path) for s in self.checked.shards]
 
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
         tables = [self._read(p, columns) for p in self.shard_paths]

@@ -36,7 +36,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .cache.loader import STATE_VERSION, ShardLoader, merge_states
-from .cache.manifest import read_manifest
+from .manifest import read_manifest
 from .cache.order import BLOCK_ROWS, WINDOW_BLOCKS
 
 

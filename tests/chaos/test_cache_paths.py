@@ -2,7 +2,7 @@
 `{"path": "../../../../etc/shadow", "bytes": 64, "sha256": ""}` made `ylink cache warm` copy the
 file's first bytes into the cache as a "verified" shard, `ShardLoader` read it too, and over HTTP
 `data/../../other-run/...` fetched another run's shard. Every manifest is now checked in one place
-(`ylink_data.cache.manifest`) before any shard is read, by warm, the loader and the mount alike; and
+(`ylink_data.manifest`) before any shard is read, by warm, the loader, the mount and `open_run` alike; and
 a loader without `cache_dir` verifies size and sha256 as the cache does.
 
 The runs are real (ylink's Parquet writer over the bundled crawl's pages), the command runs in its
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import ylink_data
 from ylink_data.cache import ShardLoader
 from ylink_data.cache.mount import RunTree
 from ylink_data.errors import YlinkError
@@ -129,6 +130,47 @@ def test_mount_tree_refuses_a_hostile_manifest(tmp_path, name):
     _check_message(str(caught.value), run, words)
 
 
+# -- open_run, and so `ylink inspect`, the report and the notebook helpers -------------------------
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_open_run_refuses_a_hostile_manifest(tmp_path, name):
+    entry, words = HOSTILE[name]
+    run = _hostile_run(tmp_path, entry)
+    with pytest.raises(YlinkError) as caught:
+        ylink_data.open_run(str(run)).to_arrow()
+    assert "\n" not in str(caught.value)
+    _check_message(str(caught.value), run, words)
+
+
+# how runs/a's manifest names runs/b's first shard: (its path, or None for a link; the words of the error)
+_ELSEWHERE = {"dotdot": ("../b/data/part-00000.parquet", "leaves the run folder"),
+              "absolute": ("{b}/data/part-00000.parquet", "absolute"),
+              "link": (None, "outside the run folder")}
+
+
+@pytest.mark.parametrize("how", list(_ELSEWHERE))
+def test_inspect_refuses_a_shard_of_another_run(tmp_path, how):
+    """runs/a lists runs/b's first shard as its shard 3, with its true size, rows and sha256: a run
+    that reads it would show b's documents as a's."""
+    path, words = _ELSEWHERE[how]
+    theirs = write_run(tmp_path / "b")["shards"][0]
+    run = tmp_path / "a"
+    ours = write_run(run)
+    (run / "stats.json").write_text(json.dumps({"input_records": 200, "output_records": 200, "quarantined": 0,
+                                                "stages": []}))
+    if path is None:
+        path = "data/part-00003.parquet"
+        (run / path).symlink_to(tmp_path / "b" / "data" / "part-00000.parquet")
+    ours["shards"].append({**theirs, "path": path.format(b=tmp_path / "b")})
+    write_manifest(run, ours)
+    proc = ylink("inspect", str(run), "--limit", "1000")
+    _check_message(one_line_error(proc), run, words)
+    assert "b-0-" not in proc.stdout, "a document of another run was shown"
+    with pytest.raises(YlinkError) as caught:
+        ylink_data.open_run(str(run))
+    _check_message(str(caught.value), run, words)
+
+
 # -- over HTTP: two runs side by side on one server ---------------------------------------------
 
 @pytest.fixture
@@ -221,3 +263,4 @@ def test_mount_refuses_a_hostile_manifest(tmp_path, fuse_ok, name):
     _check_message(message, run, words)
     assert not _mounted(mnt) and not files_under(cache / "shards")
     _no_secret_in(cache)
+

@@ -4,7 +4,7 @@ resumable order (`ShardLoader`)."""
 from __future__ import annotations
 
 from .loader import ShardLoader, merge_states
-from .manifest import ShardRef, run_shards
+from ..manifest import ShardRef, run_shards
 from .prefetch import Prefetcher
 from .store import ShardCache
 

@@ -40,7 +40,7 @@ decoded blocks are kept while the next batches use them, and a batch is a zero-c
 come through the node-local shard cache (`ylink_data.cache.store`) and its prefetcher is given the
 shards in the order this loader will read them; without it, straight from the run, verified all the
 same (`ylink_data.cache.verified`). Either way the manifest is checked first
-(`ylink_data.cache.manifest`): no shard outside the run folder, none without a sha256.
+(`ylink_data.manifest`): no shard outside the run folder, none without a sha256.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from ..errors import YlinkError
 from ..io.fs import filesystem, full_url, join
-from .manifest import RunShard, check_manifest, read_manifest
+from ..manifest import RunShard, check_manifest, read_manifest
 from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, Partition
 from .verified import VerifiedShards
 

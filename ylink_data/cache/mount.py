@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import YlinkError
 from ..io.fs import join
-from .manifest import ManifestError, ShardRef, clean_path, read_manifest
+from ..manifest import ManifestError, ShardRef, clean_path, read_manifest
 from .prefetch import Prefetcher
 from .store import ShardCache
 
@@ -69,7 +69,7 @@ class RunTree:
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None) -> "RunTree":
-        """Read the run's manifest (checked: `ylink_data.cache.manifest`) and its tiers' manifests at
+        """Read the run's manifest (checked: `ylink_data.manifest`) and its tiers' manifests at
         `url`: a local folder or fsspec URL."""
         run = read_manifest(url, storage_options)
         tree = cls(url=url, mtime_ns=_created_ns(run.data))

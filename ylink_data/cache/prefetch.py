@@ -18,7 +18,7 @@ import math
 import threading
 from typing import Sequence
 
-from .manifest import ShardRef
+from ..manifest import ShardRef
 from .store import ShardCache
 
 __all__ = ["Prefetcher"]

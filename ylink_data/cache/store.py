@@ -31,7 +31,7 @@ from typing import Callable, Iterator
 from ..io.fs import filesystem
 from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
                        sha256_file)
-from .manifest import ShardRef, is_sha256
+from ..manifest import ShardRef, is_sha256
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..io.fs import is_local
 from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
                        sha256_file, wrong_size)
-from .manifest import ShardRef
+from ..manifest import ShardRef
 
 
 class VerifiedShards:

@@ -1,12 +1,14 @@
-"""A run's manifest as the cache reads it: every entry checked before a byte of any shard is read.
+"""A finished run's manifest, read and checked: every entry before a byte of any shard is read.
 
 A manifest is input like any other: written by hand, damaged, or made to read files outside the
 run (`../../etc/shadow`, `s3://other-bucket/...`, `data/%2e%2e/%2e%2e/other-run/...` over HTTP).
-`read_manifest` is the one way `ylink cache warm`, `ShardLoader` and `ylink cache mount` turn a run
-into shards: each shard's path must name a file inside the run folder on every filesystem (no
-`..`, no absolute path, no URL syntax, and for local runs no symbolic link out of the folder), and
-each must carry a sha256 to verify it against and whole, non-negative `bytes` and `rows`. Anything
-else is refused with one line naming the manifest, the shard and the field.
+`read_manifest` is the one way a run is turned into shards, by `open_run` (and so `ylink inspect`,
+the report and the notebook helpers) as by `ylink cache warm`, `ShardLoader` and `ylink cache
+mount`: each shard's path must name a file inside the run folder on every filesystem (no `..`, no
+absolute path, no URL syntax, and for local runs no symbolic link out of the folder: `inside_run`,
+which the mount's tier folders go through too), and each must carry a sha256 to verify it against
+and whole, non-negative `bytes` and `rows`. Anything else is refused with one line naming the
+manifest, the shard and the field.
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from typing import Any
 
 import fsspec
 
-from ..errors import YlinkError
-from ..io.fs import filesystem, full_url, is_local, join
+from .errors import YlinkError
+from .io.fs import filesystem, full_url, is_local, join
 
 VERSIONS = (1,)           # the manifest versions this code reads (ylink_data.pipeline.runner.FORMAT_VERSION)
 MAX_FILE_BYTES = 2 ** 63 - 1  # the largest size a file can have (a signed 64-bit offset)
@@ -138,16 +140,23 @@ def clean_path(path: Any, what: str) -> str:
     return "/".join(parts)
 
 
-def _check_shard(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any) -> RunShard:
-    if not isinstance(entry, dict):
-        raise ManifestError(f"{what}: a JSON {_json_type(entry)}, not an object with path, rows, bytes and sha256")
-    path = clean_path(entry.get("path"), what)
-    target = join(root, path)
+def inside_run(fs: fsspec.AbstractFileSystem, root: str, path: Any, what: str) -> str:
+    """`path` from the manifest of the run at `root` (resolved, for local runs: `check_manifest`'s
+    `RunManifest.root`), normalised as `clean_path` does; a ManifestError naming `what` unless it
+    stays inside the run folder, for local runs also once symbolic links are followed."""
+    path = clean_path(path, what)
     if is_local(fs):
-        real = os.path.realpath(target)
+        real = os.path.realpath(join(root, path))
         if not real.startswith(root.rstrip("/") + "/"):
             raise ManifestError(f"{what}: path {path!r} leads to {real}, outside the run folder "
                                 "(a symbolic link?); refusing it")
+    return path
+
+
+def _check_shard(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any) -> RunShard:
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{what}: a JSON {_json_type(entry)}, not an object with path, rows, bytes and sha256")
+    path = inside_run(fs, root, entry.get("path"), what)
     size = _count(entry, "bytes", what)
     rows = _count(entry, "rows", what)
     if size > MAX_FILE_BYTES:
@@ -158,7 +167,7 @@ def _check_shard(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any
     if not is_sha256(digest):
         said = "no 'sha256'" if "sha256" not in entry else f"sha256 {digest!r} is not 64 hex digits"
         raise ManifestError(f"{what}: {said}, so the shard cannot be verified; refusing it")
-    return RunShard(path=path, rows=rows, ref=ShardRef(url=full_url(fs, target), sha256=digest.lower(), size=size))
+    return RunShard(path=path, rows=rows, ref=ShardRef(url=full_url(fs, join(root, path)), sha256=digest.lower(), size=size))
 
 
 def is_sha256(text: Any) -> bool:
