@@ -264,3 +264,31 @@ def test_mount_refuses_a_hostile_manifest(tmp_path, fuse_ok, name):
     assert not _mounted(mnt) and not files_under(cache / "shards")
     _no_secret_in(cache)
 
+
+@pytest.mark.parametrize("link", ["folder", "manifest"])
+def test_mount_refuses_a_tier_linked_out_of_the_run(tmp_path, fuse_ok, link):
+    """A tier's manifest is served as it lies: tiers/x (or tiers/x/manifest.json) as a symbolic link
+    to another folder would serve that folder's manifest.json. Refused like a shard linked out."""
+    elsewhere = tmp_path / "elsewhere"
+    write_run(elsewhere)
+    run, mnt, cache = tmp_path / "run", tmp_path / "mnt", tmp_path / "cache"
+    manifest = write_run(run)
+    manifest["tiers"] = {"x": {"path": "tiers/x", "rows": 0}}
+    write_manifest(run, manifest)
+    (run / "tiers").mkdir()
+    if link == "folder":
+        (run / "tiers" / "x").symlink_to(elsewhere)
+    else:
+        (run / "tiers" / "x").mkdir()
+        (run / "tiers" / "x" / "manifest.json").symlink_to(elsewhere / "manifest.json")
+    with pytest.raises(YlinkError) as caught:
+        RunTree.load(str(run))
+    message = str(caught.value)
+    assert "tier 'x'" in message and "outside the run folder" in message and "\n" not in message, message
+    mnt.mkdir()
+    try:
+        message = one_line_error(ylink("cache", "mount", str(run), str(mnt), "--cache-dir", str(cache), timeout=60))
+    finally:
+        _force_unmount(mnt)
+    assert str(run.resolve() / "manifest.json") in message and "tier 'x'" in message, message
+    assert "outside the run folder" in message and not _mounted(mnt)

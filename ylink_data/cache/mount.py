@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import YlinkError
 from ..io.fs import join
-from ..manifest import ManifestError, ShardRef, clean_path, read_manifest
+from ..manifest import ManifestError, ShardRef, clean_path, inside_run, read_manifest
 from .prefetch import Prefetcher
 from .store import ShardCache
 
@@ -87,8 +87,10 @@ class RunTree:
             raise ManifestError(f"{run.url}: 'tiers' is not an object of tier folders; refusing it")
         for tier, info in tiers.items():
             given = info.get("path") if isinstance(info, dict) else None
-            folder = "/" + clean_path(given or f"tiers/{tier}", f"{run.url} tier {tier!r}")
-            target = f"{folder}/manifest.json"
+            what = f"{run.url} tier {tier!r}"
+            folder = "/" + clean_path(given or f"tiers/{tier}", what)
+            # its manifest is served as it lies: it, like a shard, must be a file inside the run
+            target = "/" + inside_run(run.fs, run.root, f"{folder[1:]}/manifest.json", what)
             if target in tree.shards:
                 continue
             try:
