@@ -23,6 +23,8 @@ from ylink_data.cache.order import EpochOrder, Partition, rng
 from ylink_data.io.parquet import ParquetFileWriter
 
 from .conftest import REPO, SHARED_DATA, quickstart_config
+from .httpserver import FileServer
+from .shardruns import write_run
 
 REUTERS = SHARED_DATA / "en_reuters21578_nltk" / "reuters21578_apte.jsonl.gz"
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
@@ -406,6 +408,21 @@ def test_dataloader_workers_deliver_each_document_once_in_rank_order(reuters_run
     ds = TextDataset(reuters_run, seed=3, batch_size=5000, block_rows=256, window_blocks=8)
     first = next(iter(ds))
     assert set(first) == {"id", "text"} and isinstance(first["text"][0], str) and len(first["id"]) == 5000
+
+
+def test_dataloader_workers_read_a_run_over_http(tmp_path):
+    """The dataset checks the manifest once and hands it to its workers' loaders; each forked worker
+    still reads through a filesystem of its own (fsspec's HTTP one is not usable after a fork)."""
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from ylink_data.torch import TextDataset
+
+    write_run(tmp_path / "run", 3, 20)
+    with FileServer(tmp_path) as server:
+        ds = TextDataset(server.url("run"), seed=1, batch_size=7, columns=["id"])
+        got = [i for b in DataLoader(ds, batch_size=None, num_workers=2) for i in b["id"]]
+    assert sorted(got) == sorted(f"{s}-{j}" for s in range(3) for j in range(20))
 
 
 def test_dataloader_resume_from_state_after_and_set_epoch(reuters_run):

@@ -57,7 +57,7 @@ class TextDataset(IterableDataset):
         self._options = dict(cache_dir=cache_dir, max_cache_bytes=max_cache_bytes, seed=seed, batch_size=batch_size,
                              shuffle=shuffle, columns=self.columns, storage_options=storage_options,
                              block_rows=block_rows, window_blocks=window_blocks, readahead=readahead)
-        self._manifest = read_manifest(url, storage_options).data
+        self._manifest = read_manifest(url, storage_options)  # read and checked once, for every loader made here
         self._resume: dict[str, Any] | None = None
         self._loader: ShardLoader | None = None
         self._make_loader(0, 1)  # checks rank, world size and the options now, in the main process

@@ -58,8 +58,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import YlinkError
-from ..io.fs import filesystem, full_url, join
-from ..manifest import RunShard, check_manifest, read_manifest
+from ..io.fs import filesystem, join
+from ..manifest import RunManifest, RunShard, read_manifest
 from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, Partition
 from .verified import VerifiedShards
 
@@ -82,13 +82,15 @@ class ShardLoader:
     to the end of the epoch (nothing more after it); `set_epoch()` starts another epoch.
     `block_rows` and `window_blocks` shape the shuffle (see `order`); `readahead` blocks are
     decoded ahead of the consumer in as many threads (0: each block is decoded in the consumer's
-    thread when it is reached). Memory: about `readahead` + 4 decoded blocks of `block_rows` rows."""
+    thread when it is reached). Memory: about `readahead` + 4 decoded blocks of `block_rows` rows.
+    `manifest`: the run's `ylink_data.manifest.read_manifest(url, storage_options)`, when the caller
+    has it already: it is used as it is, neither read nor checked again."""
 
     def __init__(self, url: str, *, cache_dir: str | None = None, max_cache_bytes: int | None = None,
                  rank: int = 0, world_size: int = 1, num_workers: int = 1, worker: int = 0, seed: int = 0,
                  epoch: int = 0, batch_size: int = 1024, shuffle: bool = True, columns: Sequence[str] | None = None,
                  storage_options: dict[str, Any] | None = None, block_rows: int = BLOCK_ROWS,
-                 window_blocks: int = WINDOW_BLOCKS, readahead: int = 4, manifest: dict[str, Any] | None = None):
+                 window_blocks: int = WINDOW_BLOCKS, readahead: int = 4, manifest: RunManifest | None = None):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
         if not 0 <= worker < num_workers:
@@ -103,11 +105,13 @@ class ShardLoader:
         self.block_rows, self.window_blocks, self.readahead = int(block_rows), int(window_blocks), int(readahead)
         if manifest is None:
             run = read_manifest(url, storage_options)
-        else:  # given by the caller (TextDataset reads it once for all its workers): checked all the same
-            fs, root = filesystem(url, storage_options)
-            root = root.rstrip("/")
-            run = check_manifest(fs, root, full_url(fs, join(root, "manifest.json")), manifest)
-        self._fs, self._root = run.fs, run.root
+            self._fs = run.fs
+        else:  # read and checked by the caller (TextDataset, once for all its workers, epochs and states)
+            run = manifest
+            # This process's own filesystem: one inherited through fork cannot be used (fsspec's
+            # async ones, HTTP among them, refuse), and fsspec hands out one per process and options.
+            self._fs = filesystem(url, storage_options)[0]
+        self._root = run.root
         self.manifest = run.data
         self.shards: list[RunShard] = run.shards
         self.fingerprint = run_fingerprint(self.shards)
