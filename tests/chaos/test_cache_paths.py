@@ -3,7 +3,8 @@
 file's first bytes into the cache as a "verified" shard, `ShardLoader` read it too, and over HTTP
 `data/../../other-run/...` fetched another run's shard. Every manifest is now checked in one place
 (`ylink_data.manifest`) before any shard is read, by warm, the loader, the mount and `open_run` alike; and
-a loader without `cache_dir` verifies size and sha256 as the cache does.
+a loader without `cache_dir` verifies size and sha256 as the cache does, hashing a local shard once
+per process while its file is unchanged.
 
 The runs are real (ylink's Parquet writer over the bundled crawl's pages), the command runs in its
 own process, the HTTP server is real (tests/httpserver.py on 127.0.0.1). /etc/passwd stands for
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import ylink_data
-from ylink_data.cache import ShardLoader
+from ylink_data.cache import ShardLoader, verified
 from ylink_data.cache.mount import RunTree
 from ylink_data.errors import YlinkError
 
@@ -246,6 +247,32 @@ def test_loader_without_cache_verifies_a_shard_over_http(tmp_path, how):
             list(ShardLoader(server.url("run"), shuffle=False, batch_size=32))
         message = str(caught.value)
         assert "\n" not in message and server.url(f"run/{shard}") in message, message
+
+
+def test_a_local_shard_is_hashed_once_per_process_whichever_loader_reads_it(tmp_path, monkeypatch):
+    """TextDataset makes a loader per iter(), per worker and per state: the memo of verified files
+    belongs to the process, keyed by the file's stamp, or every epoch would hash every shard again."""
+    from ylink_data.torch import TextDataset
+
+    run = tmp_path / "run"
+    write_run(run)
+    hashed: list[int] = []
+    real = verified.sha256_file
+    monkeypatch.setattr(verified, "sha256_file", lambda fd: hashed.append(fd) or real(fd))  # counts, hashes for real
+
+    ds = TextDataset(str(run), seed=1, batch_size=40)
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        assert sum(len(b["id"]) for b in ds) == 150
+        ds.load_state_dict(ds.state_after(1))
+        ds.state_dict()
+    assert sum(len(b["id"]) for b in ShardLoader(str(run), batch_size=40)) == 150
+    assert len(hashed) == 3, f"{len(hashed)} hashes of 3 unchanged shards"
+    shard = run / "data" / "part-00001.parquet"
+    shard.write_bytes(shard.read_bytes())   # the same bytes, written again: another file stamp
+    ds.set_epoch(2)
+    assert sum(len(b["id"]) for b in ds) == 150
+    assert len(hashed) == 4, "a shard written again must be hashed again"
 
 
 # -- the mount, through FUSE (skipped where FUSE cannot mount) ----------------------------------

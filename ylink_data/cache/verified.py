@@ -3,7 +3,9 @@ verifies one: its size and sha256 must be the manifest's before Parquet reads a 
 
 A local shard is hashed where it lies (one sequential read; the page cache then serves Parquet's
 reads) and memory-mapped; a shard whose file has not changed since (same size, inode and times) is
-not hashed again. A remote shard is downloaded whole by `download` (ranged parts in parallel,
+not hashed again by this process, whichever loader opens it (TextDataset makes a loader per
+`iter()`, per worker and per state, so a memo per loader would hash every shard every epoch). A
+remote shard is downloaded whole by `download` (ranged parts in parallel,
 hashed as they arrive) into an unnamed temporary file in TMPDIR, which disappears with its last
 user even after kill -9, and memory-mapped: the disk holds it, not the process's memory, and it is
 fetched once however many of its row groups are read.
@@ -24,14 +26,20 @@ from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_d
 from ..manifest import ShardRef
 
 
+# The local files this process has verified: (path, file stamp, sha256). The stamp (size, inode,
+# mtime_ns, ctime_ns) changes whenever the file is rewritten, replaced or touched, and the path is
+# the run folder resolved (`check_manifest`) joined with the shard's path, so every loader of a run
+# spells it alike. Shared by every loader of the process; a forked DataLoader worker starts with
+# its parent's. Entries are small (a few hundred bytes per shard ever verified).
+_VERIFIED: set[tuple[str, tuple[int, int, int, int], str]] = set()
+
+
 class VerifiedShards:
-    """Opens shards of one run, verified. Remembers the local files it has verified (by their stamp),
-    so that a shard opened again in a later epoch is not hashed again."""
+    """Opens shards of one run, verified."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, policy: DownloadPolicy | None = None):
         self.fs = fs
         self.policy = policy or DownloadPolicy()
-        self._verified: dict[str, tuple[int, int, int, int]] = {}
 
     @contextlib.contextmanager
     def open(self, path: str, ref: ShardRef) -> Iterator[pa.Buffer]:
@@ -61,9 +69,10 @@ class VerifiedShards:
         stamp = file_stamp(fd)
         if stamp[0] != ref.size:
             raise wrong_size(ref.url, stamp[0], ref.size)
-        if self._verified.get(ref.url) != stamp:
+        key = (ref.url, stamp, ref.sha256)
+        if key not in _VERIFIED:
             check_digest(ref.url, ref.sha256, sha256_file(fd))
-            self._verified[ref.url] = stamp
+            _VERIFIED.add(key)
 
 
 def _mapped(fd: int, size: int) -> pa.Buffer:
