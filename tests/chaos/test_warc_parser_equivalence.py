@@ -4,10 +4,12 @@ damaging one record never changes what any other record gives.
 FastWARC read ClueWeb09's responses (HTTP headers ending in bare LF) as `not_html` (28 of 29 pages
 dropped, nothing quarantined), and damaging one record could flip a different one between dropped
 and kept. Here the fast path is held to warcio alone on every real WARC we have, and a deterministic
-fuzz damages one record at a time in the bundled crawl.
+fuzz damages one record at a time in the bundled crawl. Below: no record is lost silently in a WARC
+gzipped whole, nor an ARC record with a long URL at a split's start or after a damaged record.
 """
 from __future__ import annotations
 
+import gzip
 import io
 import random
 import zlib
@@ -15,7 +17,7 @@ import zlib
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from ylink_data.io.readers import Record, Split, read_split
+from ylink_data.io.readers import Bad, Record, Skip, Split, read_split
 from ylink_data.io.readers import warc as warc_reader
 from ylink_data.config import InputConfig
 
@@ -148,3 +150,115 @@ def test_damaging_one_record_changes_no_other_record(path):
         items = read(damaged)
         assert others(items, pos, new_length) == others(good, pos, length, new_length - length), (
             f"case {case}: damaging record {k} (offset {pos}) changed another record")
+
+
+# ----------------------------------------------------------------------------- a WARC gzipped whole
+# `gzip x.warc` makes one gzip member of the whole file. Read member by member, five records in a
+# 2 MB member gave one Record and nothing else (warcio's offset does not move inside a member, so
+# the reader took the second record for one already read and resynchronised past the end), and
+# the same file under the size limit gave one Bad: the result depended on the file's size.
+
+TRAFILATURA = SAMPLES / "trafilatura-eval-pages.warc.gz"
+
+
+def read_split_of(data: bytes, cfg: InputConfig, start: int = 0, end: int | None = None) -> list:
+    return list(read_split(Split("mem.warc.gz", "warc", len(data), start, end), io.BytesIO(data), cfg))
+
+
+def in_splits(data: bytes, cfg: InputConfig, pieces: int) -> list:
+    """Every item of the file read as the planner cuts it: byte ranges, one task each."""
+    step = len(data) // pieces + 1
+    return [i for s in range(0, len(data), step) for i in read_split_of(data, cfg, s, s + step if s + step < len(data) else None)]
+
+
+@pytest.mark.parametrize("over_the_limit", [True, False], ids=["member-over-the-limit", "member-under-the-limit"])
+@pytest.mark.parametrize("path", [TRAFILATURA, SAMPLES / "CC-MAIN-2020-34-excerpt.warc.gz"], ids=lambda p: p.name)
+def test_a_warc_gzipped_whole_gives_every_record_at_its_uncompressed_offset(path, over_the_limit):
+    plain = gzip.decompress(path.read_bytes())  # the same records, uncompressed
+    whole = gzip.compress(plain)  # one gzip member, as `gzip x.warc` writes it
+    largest = max(length for _, length in record_spans(plain))
+    limit = largest if over_the_limit else 2 * len(plain)
+    assert (len(plain) > limit + (1 << 16)) == over_the_limit
+    cfg = InputConfig(paths=["unused"], max_record_bytes=limit)
+    expected = read_split_of(plain, cfg)
+    assert len(expected) == len(record_spans(plain)) and any(isinstance(i, Record) for i in expected)
+    assert read_split_of(whole, cfg) == expected
+    assert in_splits(whole, cfg, pieces=4) == expected  # the planner's byte ranges: read once, by the first
+
+
+def test_a_warc_gzipped_whole_and_cut_short_gives_its_records_then_one_bad():
+    plain = gzip.decompress(TRAFILATURA.read_bytes())
+    whole = gzip.compress(plain)
+    cfg = InputConfig(paths=["unused"])
+    expected = read_split_of(plain, cfg)
+    got = read_split_of(whole[: len(whole) * 2 // 3], cfg)
+    assert 1 < len(got) < len(expected)
+    assert got[:-1] == expected[: len(got) - 1]
+    last = got[-1]
+    assert isinstance(last, Bad) and last.offset == expected[len(got) - 1].offset and "cut short" in last.error
+
+
+@pytest.mark.parametrize("over_the_limit", [True, False], ids=["member-over-the-limit", "member-under-the-limit"])
+def test_a_member_holding_several_records_is_one_bad_whatever_its_size(over_the_limit):
+    """In a file gzipped record by record, a member holding more records (files concatenated) has
+    no offsets to name them by: it is one Bad with the fix, never a Record and silence."""
+    data = TRAFILATURA.read_bytes()
+    members = gzip_members(data)
+    limit = max(len(raw) for _, _, raw in members)
+    k = len(members) // 2
+    m = 2
+    while over_the_limit and sum(len(raw) for _, _, raw in members[k:k + m]) <= limit + (1 << 16):
+        m += 1
+    merged = gzip_member(b"".join(raw for _, _, raw in members[k:k + m]))
+    pos, end = members[k][0], members[k + m - 1][0] + len(members[k + m - 1][1])
+    damaged = data[:pos] + merged + data[end:]
+    cfg = InputConfig(paths=["unused"], max_record_bytes=limit if over_the_limit else 2 * len(damaged))
+    good, items = read_split_of(data, cfg), read_split_of(damaged, cfg)
+    assert others(items, pos, len(merged)) == others(good, pos, end - pos, len(merged) - (end - pos))
+    inside = [i for i in items if pos <= i.offset < pos + len(merged)]
+    assert len(inside) == 1 and isinstance(inside[0], Bad) and "warcio recompress" in inside[0].error
+
+
+# ----------------------------------------------------------------------------- ARC records with long URLs
+# An ARC record starts with a header line as long as its URL. Looking for the next record at a split's
+# start (or after a damaged one) inflated 512 bytes and wanted the whole line in them: a record whose
+# URL is longer was not found, the split before stopped at its end and the record was lost.
+
+
+def arc_record(url: bytes, mime: bytes, body: bytes) -> bytes:
+    return b"%s 0.0.0.0 20140101000000 %s %d\n" % (url, mime, len(body)) + body + b"\n"
+
+
+def arc_file() -> list[bytes]:
+    """The gzip members of an ARC file: its header record, then real pages under URLs short and long."""
+    from .test_readers_everywhere import first_html_page
+
+    http = b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n" + first_html_page()
+    desc = b"1 0 InternetArchive\nURL IP-address Archive-date Content-type Archive-length\n"
+    urls = [b"http://example.com/a", b"http://example.com/" + b"long-path/" * 60, b"http://example.com/b",
+            b"http://example.com/search?" + b"q=word&" * 1200, b"http://example.com/c"]
+    return [gzip_member(arc_record(b"filedesc://crawl.arc", b"text/plain", desc))] + [
+        gzip_member(arc_record(url, b"text/html", http)) for url in urls]
+
+
+def test_arc_records_with_long_urls_are_found_at_every_split_start():
+    members = arc_file()
+    data = b"".join(members)
+    whole = read_split_of(data, CFG)
+    assert [type(i) for i in whole] == [Skip] + [Record] * (len(members) - 1)
+    starts = [sum(len(m) for m in members[:k]) for k in range(1, len(members))]
+    for start in starts:
+        for cut in (start - 1, start, start + 1):
+            assert read_split_of(data, CFG, 0, cut) + read_split_of(data, CFG, cut) == whole, f"split at {cut}"
+
+
+def test_arc_records_with_long_urls_are_found_after_a_damaged_one():
+    members = arc_file()
+    data = b"".join(members)
+    whole = read_split_of(data, CFG)
+    for k in range(1, len(members) - 1):  # the record before each one is cut short
+        pos = sum(len(m) for m in members[:k])
+        cut = members[k][: len(members[k]) // 2]
+        items = read_split_of(data[:pos] + cut + data[pos + len(members[k]):], CFG)
+        assert others(items, pos, len(cut)) == others(whole, pos, len(members[k]), len(cut) - len(members[k]))
+        assert [type(i) for i in items if pos <= i.offset < pos + len(cut)] == [Bad]

@@ -13,6 +13,11 @@ it, and damage in one record never changes what its neighbours give.
   their HTTP headers with bare LF: FastWARC splits them in the wrong place, warcio reads them.
 - Uncompressed WARC, WET and ARC files are read by warcio alone: nothing there marks where a record
   ends but its own Content-Length, so FastWARC's framing could not be checked (and it is no faster).
+- A file gzipped whole (`gzip x.warc`: its first gzip member holds more than one record) is read
+  the same way, as one inflated stream; a record's offset is its offset in that stream (what
+  `zcat` gives). Nothing in the compressed bytes marks where a record starts, so the split at 0
+  reads the whole file. In a file gzipped record by record, a member holding several records has
+  no offsets to name them by: it is one `Bad` naming the fix (`warcio recompress`).
 
 warcio reports a damaged record (broken header, no Content-Length, corrupt or truncated gzip member,
 short content) as `Bad` and resumes at the next record instead of losing the rest of the file. A
@@ -22,6 +27,7 @@ or after its start offset.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import io
 import re
 import zlib
@@ -39,7 +45,7 @@ except ImportError:  # pragma: no cover - a core dependency; the standard zlib g
     inflate_lib = zlib
 
 from ..charset import html_text
-from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
+from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20
@@ -47,24 +53,145 @@ _INFLATE_CHUNK = 1 << 16
 _HEADER_ROOM = 1 << 16  # a member may hold this much WARC and HTTP header beside max_record_bytes of body
 _HTML_TYPES = ("text/html", "application/xhtml")
 _TOO_LARGE = "record larger than input.max_record_bytes"
+_MANY_RECORDS = ("a gzip member holds more than one WARC record (gzip files concatenated?); "
+                 "recompress the file with `warcio recompress`")
 # Header blocks in the one form that FastWARC and warcio split alike: CRLF line ends, no folded
 # lines, every line a token, a colon and a value.
 _HEADER_LINES = rb"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*\r\n)*\r\n"
 _WARC_HEAD = re.compile(rb"WARC/\d+\.\d+\r\n" + _HEADER_LINES)
 _HTTP_HEAD = re.compile(rb"HTTP/1\.[01] \d{3}(?: [^\r\n]*)?\r\n" + _HEADER_LINES)
 _ARC_LINE = re.compile(rb"\S+ \S+ \d{14} (?:\S+ )*\d+\r?\n")  # URL IP DATE [TYPE ...] LENGTH
+_ARC_URL = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*:\S")  # how an ARC header line starts
+_PEEK = 512  # inflated bytes that show whether a gzip member starts a record
 
 
 def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
     f.seek(0)
     gz = f.read(2) == GZIP_MAGIC[:2]
+    if gz and _gzipped_whole(f):
+        # One gzip stream (`gzip x.warc`): read like an uncompressed WARC, offsets in the inflated
+        # stream. Nothing in the compressed bytes marks a record, so the split at 0 reads it all.
+        if split.start == 0:
+            yield from _read_inflated(_Inflated(f, max_record_bytes + _HEADER_ROOM + 2 * _SCAN_CHUNK), max_record_bytes)
+        return
     end = split.end if split.end is not None else float("inf")
-    pos: int | None = split.start if split.start == 0 else next_record_start(f, split.start, gz)
+    pos = split.start if split.start == 0 else next_record_start(f, split.start, gz)
+    yield from _records(f, pos, end, gz, max_record_bytes)
+
+
+def _records(f: IO[bytes], pos: int | None, end: float, gz: bool,
+             max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
     read = _read_members if gz else _read_from
     while pos is not None and pos < end:
         resume = yield from read(f, pos, end, gz, max_record_bytes)
         # warcio's offsets can run backwards inside a damaged gzip member: never read a record twice
         pos = resume if resume is None or resume > pos else next_record_start(f, pos + 1, gz)
+
+
+def _read_inflated(stream: _Inflated, max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
+    """The records of a WARC gzipped whole, at their offsets in the inflated stream."""
+    try:
+        yield from _records(stream, 0, float("inf"), False, max_record_bytes)
+    except CorruptGzipStream as exc:  # met while looking for the next record after a damaged one
+        yield Bad(stream.failed_at, f"nothing after this point can be read: {exc}")
+
+
+class CorruptGzipStream(Exception):
+    """A whole-file gzip stream that is corrupt or ends too soon (not EOFError: warcio takes that
+    for the end of the file)."""
+
+
+class _Inflated(io.RawIOBase):
+    """The inflated bytes of a whole-file gzip stream (every member in turn), seekable. The last
+    `keep` bytes are kept, so that resynchronising after a damaged record seeks back into them;
+    a seek further back inflates again from the top. Where the stream is corrupt or cut short,
+    one read raises CorruptGzipStream, so that the record being read becomes `Bad`; then the stream ends."""
+
+    def __init__(self, f: IO[bytes], keep: int):
+        f.seek(0)
+        self._gz = gzip.GzipFile(fileobj=f, mode="rb")
+        self._keep = keep
+        self._kept = bytearray()  # the bytes just before self._gz.tell()
+        self._pos = 0
+        self.failed_at: int | None = None
+        self._failure = ""
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        self._pos = pos if whence == io.SEEK_SET else self._pos + pos
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, b) -> int:
+        """Fills `b` up to the end of the stream (warcio and the resync scan take a short read for
+        the end)."""
+        view, done = memoryview(b), 0
+        while done < len(view) and (n := self._read_some(view[done:])):
+            done += n
+        if not done and self._failure:
+            failure, self._failure = self._failure, ""
+            raise CorruptGzipStream(failure)
+        return done
+
+    def _read_some(self, b) -> int:
+        if self.failed_at is not None and self._pos >= self.failed_at:
+            return 0
+        end = self._gz.tell()
+        if self._pos < end - len(self._kept) or self._pos > end:
+            self._kept = bytearray()
+            if self._inflate(lambda: self._gz.seek(self._pos)) is None:
+                return 0
+            end = self._pos
+        if self._pos < end:  # from the kept bytes
+            at = len(self._kept) - (end - self._pos)
+            n = min(len(b), end - self._pos)
+            b[:n] = self._kept[at:at + n]
+        else:
+            data = self._inflate(lambda: self._gz.read1(len(b)))
+            if not data:
+                return 0
+            n = len(data)
+            b[:n] = data
+            self._kept += data
+            if len(self._kept) > 2 * self._keep:  # trimmed now and then: a copy per `keep` bytes read
+                del self._kept[:-self._keep]
+        self._pos += n
+        return n
+
+    def _inflate(self, step):
+        """step()'s result, or None where the stream fails (the failure is kept to be raised)."""
+        try:
+            return step()
+        except DECOMPRESSION_ERRORS as exc:
+            if is_io_failure(exc):
+                raise
+            self.failed_at = self._gz.tell()
+            self._failure = (f"the gzip stream is corrupt or cut short after {self.failed_at} inflated bytes: "
+                             f"{describe_error(exc)}")
+            return None
+
+
+def _gzipped_whole(f: IO[bytes]) -> bool:
+    """True when the file's first gzip member holds more than its first record: the whole file was
+    gzipped as one stream instead of record by record."""
+    f.seek(0)
+    it = ArchiveIterator(f, ensure_http_headers=False)
+    try:
+        if next(iter(it), None) is None:
+            return False
+        it.read_to_end()
+    except Exception as exc:  # a damaged first record: the member-by-member reader says what it is
+        if is_io_failure(exc):
+            raise
+        return False
+    return not _member_ended(it) and _starts_record(it.next_line)
 
 
 def _read_members(f: IO[bytes], pos: int, end: float, gz: bool,
@@ -102,8 +229,7 @@ def _member_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Sk
     if first is None:
         return None
     if not isinstance(first, Bad) and next(items, None) is not None:
-        return Bad(offset, "a gzip member holds more than one WARC record (the whole file gzipped?); "
-                           "recompress it with `warcio recompress`")
+        return Bad(offset, _MANY_RECORDS)
     return dataclasses.replace(first, offset=offset)
 
 
@@ -150,10 +276,15 @@ def _read_from(f: IO[bytes], pos: int, end: float, gz: bool, max_record_bytes: i
             if is_io_failure(exc):
                 raise
             item = Bad(current, f"unreadable record: {describe_error(exc)}")
+        framing = isinstance(item, Bad) and not item.error.startswith(_TOO_LARGE)
+        if one_member and not framing and not _member_ended(it):
+            # the records after it in this member have no offset of their own to be named by
+            item = Bad(current, _MANY_RECORDS)
+            framing = True
         yield item
-        if isinstance(item, Bad) and not item.error.startswith(_TOO_LARGE):
+        if framing:
             return next_record_start(f, current + 1, gz)  # the framing is not to be trusted: resync
-        if one_member and _member_ended(it):
+        if one_member:
             return it.offset
 
 
@@ -168,8 +299,9 @@ def _overran(it: ArchiveIterator, current: int) -> bool:
 
 
 def _member_ended(it: ArchiveIterator) -> bool:
-    decompressor = it.reader.decompressor if it.reader is not None else None
-    return decompressor is None or bool(getattr(decompressor, "eof", True))
+    """After a record read to its end: nothing follows it in its gzip member (warcio reads no line
+    past the end of a member)."""
+    return not it.next_line
 
 
 class _TooLarge(Exception):
@@ -353,10 +485,11 @@ def _looks_like_record(f: IO[bytes], cand: int, gz: bool) -> bool:
     if not gz:
         return cand == 0 or head[:1] == b"\n"
     try:
-        out = zlib.decompressobj(31).decompress(head[1:] if cand else head, 512)
+        out = zlib.decompressobj(31).decompress(head[1:] if cand else head, _PEEK)
     except zlib.error:
         return False
-    return _starts_record(out)
+    # An ARC header line is as long as its URL: a line longer than the peek shows only its start.
+    return _starts_record(out) or (len(out) == _PEEK and b"\n" not in out and _ARC_URL.match(out) is not None)
 
 
 def _starts_record(data: bytes) -> bool:
