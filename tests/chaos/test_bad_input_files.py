@@ -7,6 +7,7 @@ inspect` crashed on both.
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -14,15 +15,21 @@ import os
 import subprocess
 import sys
 
+import fsspec
+import fsspec.implementations.memory
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
+from ylink_data.config import load_config
+from ylink_data.errors import InputError
+from ylink_data.pipeline.runner import Runner
 from ylink_data.pipeline.stats import check_invariant
+from ylink_data.pipeline.tasks import TaskSpec, execute_task
 from ylink_data.schema import document_id
 
-from ..conftest import REPO, TEST_DATA
+from ..conftest import REPO, SAMPLES, TEST_DATA
 from .test_readers_everywhere import first_html_page
 
 SPLIT_BYTES = 20_000  # the garbage Parquet file is larger: planning reads its footer
@@ -140,3 +147,89 @@ def test_inspect_shows_the_good_lines_and_notes_the_bad_ones(bad_crawl):
     offsets = sorted(o for f, o in expected["bad"] if f.endswith(".jsonl"))
     assert len(notes) == 2 and all(f"offset {o}" in n for o, n in zip(offsets, notes)), proc.stdout
     assert proc.stdout.count(" chars") == len(real_lines()) - 2  # one panel per good line
+
+
+# ----------------------------------------------------------------------------- storage errors
+# A read that fails in the storage (EIO from a disk; s3fs reports the errors it does not know as
+# OSError(EIO)) was caught with the decompression and Parquet errors and quarantined the file as
+# "corrupt" or "unreadable" for good: the task's marker kept the entry, and the rerun that would
+# have read the file did not happen. It must fail the task instead, in one line, quarantining nothing.
+
+
+class FailingFile(io.RawIOBase):
+    """A file whose reads fail with EIO past `fail_at` bytes, as a disk's or s3fs's do."""
+
+    def __init__(self, data: bytes, fail_at: int | None):
+        self._data, self._fail_at, self._pos = data, fail_at, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        self._pos = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._data)}[whence] + pos
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, b) -> int:
+        n = min(len(b), max(len(self._data) - self._pos, 0))
+        if self._fail_at is not None and self._pos + n > self._fail_at:
+            raise OSError(errno.EIO, "Input/output error")
+        b[:n] = self._data[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+
+class FailingFileSystem(fsspec.implementations.memory.MemoryFileSystem):
+    """Files held in memory whose reads fail half-way while `failing` is set."""
+
+    protocol = "failing"
+    store: dict = {}  # its own files, not memory://'s
+    pseudo_dirs = [""]
+    failing = True
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        return super()._strip_protocol(path.removeprefix("failing://"))
+
+    def _open(self, path, mode="rb", **kwargs):
+        if mode != "rb":
+            return super()._open(path, mode, **kwargs)
+        data = self.cat_file(path)
+        return io.BufferedReader(FailingFile(data, len(data) // 2 if self.failing else None), 4096)
+
+
+@pytest.fixture
+def failing_fs():
+    fsspec.register_implementation("failing", FailingFileSystem, clobber=True)
+    FailingFileSystem.failing = True
+    yield FailingFileSystem()
+    FailingFileSystem.store.clear()
+
+
+@pytest.mark.parametrize("name", ["docs.parquet", "docs.jsonl.gz", "doc.txt.gz", "crawl.warc.gz"])
+def test_a_storage_error_fails_the_task_and_quarantines_nothing(failing_fs, tmp_path, name):
+    lines = real_lines()
+    data = {"docs.parquet": lambda: real_parquet(lines), "docs.jsonl.gz": lambda: gzip.compress(b"".join(lines)),
+            "doc.txt.gz": lambda: gzip.compress(json.loads(lines[0])["text"].encode()),
+            "crawl.warc.gz": lambda: (SAMPLES / "CC-MAIN-2020-34-excerpt.warc.gz").read_bytes()}[name]()
+    failing_fs.pipe(f"/in/{name}", data)
+    url = f"failing:///in/{name}"
+    out = tmp_path / "out"
+    cfg = load_config({"input": {"paths": [url]}, "output": {"path": str(out)}, "stages": []})
+    plan = Runner(cfg).plan()
+    spec = TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0])
+    with pytest.raises(InputError) as failed:
+        execute_task(spec)
+    message = str(failed.value)
+    assert "\n" not in message and url in message and "Errno 5" in message, message
+    assert not (out / "quarantine").exists() or not any((out / "quarantine").iterdir())
+    assert not out.joinpath("_work").exists() or not list(out.joinpath("_work").rglob("task-*.json"))
+
+    FailingFileSystem.failing = False  # the storage is back: the rerun reads the file whole
+    marker = execute_task(spec)
+    assert marker["quarantined"] == 0 and sum(p["rows"] for p in marker["parts"]) > 0

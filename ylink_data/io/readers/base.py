@@ -56,14 +56,22 @@ class Bad:
 # What a damaged compressed stream raises (gzip: EOFError, zlib.error, BadGzipFile; bz2: OSError;
 # xz: LZMAError; zstd: ZstdError, or EOFError from our frame reader). A reader catches only these
 # around decompression, so that its own bugs (TypeError, AttributeError...) fail loudly instead of
-# being quarantined as a corrupt file.
+# being quarantined as a corrupt file; the OSErrors among them that are the storage's are told
+# apart by is_io_failure.
 DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
 
 
 def is_io_failure(exc: BaseException) -> bool:
-    """True for errors of the storage, not of the record (network, vanished file): those must fail
-    the task so that Ray retries it, instead of quarantining a good record."""
+    """True for errors of the storage, not of the record (network, vanished file, a failed read):
+    those must fail the task, so that Ray retries it and a rerun reads the file again, instead of
+    quarantining good records for good."""
     if isinstance(exc, (ConnectionError, TimeoutError, FileNotFoundError, PermissionError)):
+        return True
+    if isinstance(exc, OSError) and exc.errno is not None:
+        # A system call failed: EIO from a disk, or from s3fs, which reports the storage errors it
+        # does not know as OSError(EIO). Decompressors and Arrow's Parquet decoder raise their
+        # OSErrors (BadGzipFile, bz2's "Invalid data stream", "Couldn't deserialize thrift")
+        # without an errno.
         return True
     module = type(exc).__module__ or ""
     return module.split(".")[0] in {"aiohttp", "botocore", "aiobotocore", "requests", "urllib3"}

@@ -12,7 +12,9 @@ from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
 from .jsonl import record_from_mapping
 
 BATCH_ROWS = 1024
-# Arrow's errors for bytes that are not (valid) Parquet; OSError covers its ArrowIOError.
+# Arrow's errors for bytes that are not (valid) Parquet: ArrowInvalid, and OSError for what its
+# decoder cannot read ("Couldn't deserialize thrift": pyarrow's ArrowIOError is a plain OSError,
+# not an ArrowException). A storage failure is an OSError too, with an errno: is_io_failure.
 _PARQUET_ERRORS = (pa.ArrowException, OSError)
 
 
