@@ -47,6 +47,20 @@ def real_parquet(lines: list[bytes]) -> bytes:
     return out.getvalue()
 
 
+def parquet_with_invalid_utf8(lines: list[bytes], bad_rows: dict[int, str]) -> bytes:
+    """A Parquet file of real rows, where each row of `bad_rows` holds a byte that is not UTF-8 in
+    the named column. Arrow writes and reads such strings without checking them."""
+    rows = [json.loads(line) for line in lines]
+    columns = {"text": [r["text"] for r in rows], "url": [r["metadata"]["url"] for r in rows]}
+    raw = {name: [v.encode() for v in values] for name, values in columns.items()}
+    for row, name in bad_rows.items():
+        raw[name][row] = raw[name][row][:5] + b"\xff" + raw[name][row][5:]
+    table = pa.table({name: pa.array(values, pa.binary()).view(pa.string()) for name, values in raw.items()})
+    out = io.BytesIO()
+    pq.write_table(table, out, row_group_size=4)
+    return out.getvalue()
+
+
 def with_escape(line: bytes, field: str, escape: bytes) -> bytes:
     """The line with a JSON escape inserted at the start of a string field's value."""
     key = f'"{field}":"'.encode()
@@ -57,9 +71,10 @@ def with_escape(line: bytes, field: str, escape: bytes) -> bytes:
 @pytest.fixture
 def bad_crawl(crawl_copy):
     """The sample crawl plus a zero-byte and a garbage (cut short) Parquet file, a good Parquet
-    file, a .txt.gz cut short, an HTML page declaring Python's unicode-escape codec, and a JSONL file
+    file, a .txt.gz cut short, an HTML page declaring Python's unicode-escape codec, a JSONL file
     of real lines, two of them holding a lone surrogate escape (in the text, in a nested metadata
-    field) and one a valid surrogate pair. Returns the folder and what each added file must give."""
+    field) and one a valid surrogate pair, and a Parquet file two of whose rows hold a string that
+    is not UTF-8. Returns the folder and what each added file must give."""
     lines = real_lines()
     parquet = real_parquet(lines)
     (crawl_copy / "good.parquet").write_bytes(parquet)
@@ -78,15 +93,21 @@ def bad_crawl(crawl_copy):
     page = first_html_page()
     page = page.replace(b"<head>", b'<head><meta charset="unicode-escape">', 1).replace(b"<body", rb"\ud83d<body", 1)
     (crawl_copy / "escape.html").write_bytes(page)
+    # A Parquet string that is not UTF-8 stopped the run with UnicodeDecodeError on every rerun.
+    bad_rows = {3: "text", 6: "url"}
+    (crawl_copy / "bad-utf8.parquet").write_bytes(parquet_with_invalid_utf8(real_lines(), bad_rows))
     offsets = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     bad_lines = {offsets[2], offsets[5]}
     return crawl_copy, {
         "bad": {(str(crawl_copy / "empty.parquet"), 0), (str(crawl_copy / "garbage.parquet"), 0),
                 (str(crawl_copy / "cut.txt.gz"), 0),
-                *((str(crawl_copy / "surrogates.jsonl"), o) for o in bad_lines)},
+                *((str(crawl_copy / "surrogates.jsonl"), o) for o in bad_lines),
+                *((str(crawl_copy / "bad-utf8.parquet"), row) for row in bad_rows)},
         "kept": {document_id(str(crawl_copy / "surrogates.jsonl"), o) for o in offsets if o not in bad_lines}
         | {document_id(str(crawl_copy / "good.parquet"), row) for row in range(len(lines))}
+        | {document_id(str(crawl_copy / "bad-utf8.parquet"), row) for row in range(len(lines)) if row not in bad_rows}
         | {document_id(str(crawl_copy / "escape.html"), 0)},
+        "bad_columns": {row: column for row, column in bad_rows.items()},
     }
 
 
@@ -97,7 +118,8 @@ def _config(paths, out) -> dict:
 
 def test_bad_files_and_records_are_quarantined_and_the_run_goes_on(ray_session, bad_crawl, tmp_path):
     crawl, expected = bad_crawl
-    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl", "cut.txt.gz", "escape.html"}
+    added = {"good.parquet", "empty.parquet", "garbage.parquet", "surrogates.jsonl", "cut.txt.gz", "escape.html",
+             "bad-utf8.parquet"}
     clean_inputs = [str(p) for p in sorted(crawl.iterdir()) if p.name not in added]
     _, clean = ylink_data.run(_config(clean_inputs, tmp_path / "clean"))
 
@@ -116,6 +138,9 @@ def test_bad_files_and_records_are_quarantined_and_the_run_goes_on(ray_session, 
     assert "Parquet" in by_file["empty.parquet"] and "Parquet" in by_file["garbage.parquet"]
     assert "truncated or corrupt" in by_file["cut.txt.gz"]
     assert all("surrogate" in e["error"] for e in entries if e["file"].endswith(".jsonl"))
+    utf8 = {e["offset"]: e["error"] for e in entries if e["file"].endswith("bad-utf8.parquet")}
+    assert all(f"column {expected['bad_columns'][row]!r} of row {row}" in error and "UTF8" in error
+               for row, error in utf8.items()), utf8
 
     # everything else is kept: the clean crawl's documents and every good row and line
     kept = set(ylink_data.open_run(str(out)).to_arrow(columns=["id"]).column("id").to_pylist())

@@ -1,6 +1,7 @@
 """Parquet inputs, streamed by record batch; splittable by row group. A record's offset is its row
 number in the file. A file that is not Parquet (empty, cut short, something else) is one `Bad`
-naming it, and data that cannot be decoded is one `Bad` at the first row not read."""
+naming it, data that cannot be decoded is one `Bad` at the first row not read, and a row holding
+an invalid value (a string that is not UTF-8) is one `Bad` naming its column."""
 from __future__ import annotations
 
 from typing import IO, Iterator
@@ -30,13 +31,33 @@ def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: 
     row = sum(pf.metadata.row_group(i).num_rows for i in range(split.start))
     try:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
-            for obj in batch.to_pylist():
-                yield record_from_mapping(obj, row, text_field, url_field)
+            for obj in _rows(batch, row):
+                yield obj if isinstance(obj, Bad) else record_from_mapping(obj, row, text_field, url_field)
                 row += 1
     except _PARQUET_ERRORS as exc:
         if is_io_failure(exc):
             raise
         yield Bad(row, f"unreadable Parquet data from row {row} on: {describe_error(exc)}")
+
+
+def _rows(batch: pa.RecordBatch, first: int) -> list[dict | Bad]:
+    """The batch's rows; a row that Arrow finds invalid is a Bad naming its column. Arrow does not
+    check strings when it reads them: one that is not UTF-8 would stop the run (UnicodeDecodeError)
+    on every rerun. A batch is checked whole (fast); only a batch that fails is taken row by row."""
+    try:
+        batch.validate(full=True)
+    except pa.ArrowInvalid:
+        return [_row(batch.slice(i, 1), first + i) for i in range(batch.num_rows)]
+    return batch.to_pylist()
+
+
+def _row(one: pa.RecordBatch, row: int) -> dict | Bad:
+    for name, column in zip(one.schema.names, one.columns):
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            return Bad(row, f"invalid value in column {name!r} of row {row}: {describe_error(exc)}")
+    return one.to_pylist()[0]
 
 
 def row_group_count(f: IO[bytes]) -> int | None:
