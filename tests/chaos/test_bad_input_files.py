@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
-from ylink_data.config import load_config
+from ylink_data.config import InputConfig, load_config
 from ylink_data.errors import InputError
+from ylink_data.io.readers import Bad, Record, Split, read_split
+from ylink_data.io.readers import jsonl as jsonl_reader
 from ylink_data.pipeline.runner import Runner
 from ylink_data.pipeline.stats import check_invariant
 from ylink_data.pipeline.tasks import TaskSpec, execute_task
@@ -258,3 +260,44 @@ def test_a_storage_error_fails_the_task_and_quarantines_nothing(failing_fs, tmp_
     FailingFileSystem.failing = False  # the storage is back: the rerun reads the file whole
     marker = execute_task(spec)
     assert marker["quarantined"] == 0 and sum(p["rows"] for p in marker["parts"]) > 0
+
+
+# ----------------------------------------------------------------------------- surrogate pairs
+# JSON written with ensure_ascii holds a valid surrogate pair for every emoji; each such line was
+# parsed and then walked, every string of it encoded, to look for a lone surrogate. Only a line
+# with an unpaired surrogate escape is walked now; what it finds still decides.
+
+
+def _read_line(line: bytes) -> list:
+    return list(read_split(Split("mem.jsonl", "jsonl", len(line)), io.BytesIO(line), InputConfig(paths=["unused"])))
+
+
+def test_a_line_of_surrogate_pairs_is_kept_unchanged_without_the_walk(monkeypatch):
+    obj = json.loads(real_lines()[0])
+    obj["text"] += " 😀 naïve 👍🏽 𝄞"
+    line = json.dumps(obj, ensure_ascii=True).encode() + b"\n"
+    assert rb"\ud83d\ude00" in line and line.isascii()
+    walked = []
+    walk = jsonl_reader._lone_surrogate
+    monkeypatch.setattr(jsonl_reader, "_lone_surrogate", lambda *args: walked.append(args) or walk(*args))
+    items = _read_line(line)
+    assert [type(i) for i in items] == [Record] and items[0].text == obj["text"]
+    assert walked == []
+
+
+@pytest.mark.parametrize("escapes, lone", [
+    (rb"\\ud83d\ude00", True),  # an escaped backslash, "ud83d", then a lone low half
+    (rb"\ud83d\\ude00", True),  # a lone high half, then an escaped backslash
+    (rb"\ud83d\ud83d\ude00", True),
+    (rb"\ud83d\ude00\ude00", True),
+    (rb"\\\ud83d\ude00", False),  # an escaped backslash, then a pair
+    (rb"\uD83D\uDE00", False),
+])
+def test_only_unpaired_surrogate_escapes_are_quarantined(escapes, lone):
+    line = with_escape(real_lines()[0], "text", escapes)
+    items = _read_line(line)
+    assert len(items) == 1 and isinstance(items[0], Bad) == lone
+    if lone:
+        assert "lone surrogate" in items[0].error
+    else:
+        assert items[0].text.startswith(json.loads(b'"' + escapes + b'"'))

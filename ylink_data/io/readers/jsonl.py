@@ -14,9 +14,15 @@ from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
 _SKIP_CHUNK = 1 << 20
-# A JSON escape of a UTF-16 surrogate (\ud800-\udfff): valid JSON, but alone it is no character, and
-# text holding one cannot be written as UTF-8. Lines without such an escape skip the check.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# A JSON escape of a UTF-16 surrogate (\ud800-\udfff) that is not half of a pair: valid JSON, but no
+# character, and text holding one cannot be written as UTF-8. Found on the raw line: a high half
+# not followed by a low one, a low half not after a high one, or after one that may be text
+# (`\\ud83d\ude00` is an escaped backslash, "ud83d" and a lone low half). Only such a line is checked
+# parsed; JSON written with ensure_ascii holds a pair for every emoji, and skips the check.
+_HIGH, _LOW = rb"\\u[dD][89abAB][0-9a-fA-F]{2}", rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_UNPAIRED_SURROGATE = re.compile(  # written to start with the literal \u, which re then looks for fast
+    rb"\\u(?:[dD][89abAB][0-9a-fA-F]{2}(?!%s)|(?:(?<!%s\\u)|(?<=\\%s\\u))[dD][c-fC-F][0-9a-fA-F]{2})"
+    % (_LOW, _HIGH, _HIGH))
 
 
 def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: str | None,
@@ -55,7 +61,7 @@ def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | No
         return Bad(offset, f"invalid JSON: {exc}")
     if not isinstance(obj, dict):
         return Bad(offset, f"expected a JSON object per line, got {type(obj).__name__}")
-    if _SURROGATE_ESCAPE.search(line):
+    if _UNPAIRED_SURROGATE.search(line):
         lone = _lone_surrogate(obj)
         if lone:
             return Bad(offset, f"lone surrogate {lone[1]} in {lone[0]}: half of a UTF-16 pair, not a character; "
