@@ -20,6 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from ylink_data.errors import InputError
+from ylink_data.io.fs import expand_paths
 from ylink_data.redaction import MASK, redact, redact_text, redact_url
 
 from ..conftest import REPO, SAMPLES
@@ -206,3 +208,27 @@ def test_secret_key_names_mask_the_whole_value():
 def test_ordinary_text_and_urls_are_unchanged(text):
     assert redact_text(text) == text
     assert redact_url(text) == text
+
+
+# ----------------------------------------------------------------------------- inputs named alike
+# Inputs were deduplicated by their URL without credentials, which also hides `key=`: a download
+# API's `?key=a.jsonl` and `?key=b.jsonl` became one `?key=***`, and one file was dropped without a
+# word (read, the two would have had the same ids). URLs that differ only in credentials are one file.
+
+
+def test_inputs_alike_once_redacted_are_refused_unless_only_credentials_differ(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(SAMPLES / WARC, served / "get")
+    with FileServer(served) as server:
+        url = server.url("get")
+        with pytest.raises(InputError) as refused:
+            expand_paths([f"{url}?key=a.warc.gz", f"{url}?key=b.warc.gz"], lambda _: {})
+        message = str(refused.value)
+        assert "same ids" in message and f"?key={MASK}" in message and "a.warc.gz" not in message, message
+
+        def signed(user: str, sig: str) -> str:
+            return url.replace("http://", f"http://{user}@") + f"?sv=2022-11-02&sig={sig}"
+
+        rotated = expand_paths([signed("reader:pw-one", "sig-one"), signed("reader:pw-two", "sig-two")], lambda _: {})
+        assert len(rotated) == 1 and redact_url(rotated[0].url) == redact_url(signed("reader:pw-one", "sig-one"))

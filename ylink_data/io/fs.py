@@ -7,6 +7,8 @@ import errno
 import hashlib
 import json
 import os
+import re
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 from typing import IO, Any, Iterator
@@ -46,7 +48,8 @@ class InputFile:
 
 def expand_paths(patterns: list[str], storage_options_for, exclude: str | None = None) -> list[InputFile]:
     """Every file the patterns name, sorted and deduplicated (URLs that differ only in their
-    credentials are one file: documents are named by the URL without them); fails up front, naming
+    credentials are one file: documents are named by the URL without them; two URLs that differ in
+    more but look the same without them are refused, as their ids would); fails up front, naming
     the pattern, when one matches nothing or cannot be listed (missing path, no permission,
     unknown bucket). What a folder or a wildcard expands into skips hidden and `_` entries, files
     and folders alike (.git/, .ipynb_checkpoints/, _SUCCESS), and every file under `exclude` (the
@@ -74,8 +77,33 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
             if is_local(fs) and not os.access(path, os.R_OK):
                 raise InputError(f"{where}: no permission to read {path}")
             url = full_url(fs, path)
-            found[redact_url(url)] = InputFile(url, size)
+            shown = redact_url(url)  # what names the file's documents (ids, the source column)
+            if shown in found and not _same_file(found[shown].url, url):
+                raise InputError(f"{where}: two inputs are both {shown} once their credentials are hidden, "
+                                 f"so their documents would get the same ids; make the URLs differ in "
+                                 f"something else (e.g. add a parameter such as &file=...)")
+            found[shown] = InputFile(url, size)
     return [found[u] for u in sorted(found)]
+
+
+def _same_file(a: str, b: str) -> bool:
+    """True when two URLs differ at most in credentials: user:password, or a signature or token in
+    the query (a password or a SAS signature that changed). Other parameters that redaction hides
+    (`key=`, which may name a file) must be equal."""
+    return _without_credentials(a) == _without_credentials(b)
+
+
+def _without_credentials(url: str) -> tuple:
+    parts = urllib.parse.urlsplit(url)
+    query = [(name, "" if _signs(name) else value)
+             for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
+    return parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query, parts.fragment
+
+
+def _signs(name: str) -> bool:
+    """sig, X-Amz-Signature, SharedAccessSignature, access_token, X-Amz-Security-Token..."""
+    return any(word.endswith(("sig", "signature", "token", "credential"))
+               for word in re.split(r"[^a-z0-9]+", name.lower()))
 
 
 def _list(fs: fsspec.AbstractFileSystem, path: str) -> list[tuple[str, int | None]]:
