@@ -168,7 +168,8 @@ def read_split_of(data: bytes, cfg: InputConfig, start: int = 0, end: int | None
 def in_splits(data: bytes, cfg: InputConfig, pieces: int) -> list:
     """Every item of the file read as the planner cuts it: byte ranges, one task each."""
     step = len(data) // pieces + 1
-    return [i for s in range(0, len(data), step) for i in read_split_of(data, cfg, s, s + step if s + step < len(data) else None)]
+    ranges = [(s, s + step if s + step < len(data) else None) for s in range(0, len(data), step)]
+    return [item for start, end in ranges for item in read_split_of(data, cfg, start, end)]
 
 
 @pytest.mark.parametrize("over_the_limit", [True, False], ids=["member-over-the-limit", "member-under-the-limit"])

@@ -72,7 +72,8 @@ def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
         # One gzip stream (`gzip x.warc`): read like an uncompressed WARC, offsets in the inflated
         # stream. Nothing in the compressed bytes marks a record, so the split at 0 reads it all.
         if split.start == 0:
-            yield from _read_inflated(_Inflated(f, max_record_bytes + _HEADER_ROOM + 2 * _SCAN_CHUNK), max_record_bytes)
+            stream = _Inflated(f, keep=max_record_bytes + _HEADER_ROOM + 2 * _SCAN_CHUNK)
+            yield from _read_inflated(stream, max_record_bytes)
         return
     end = split.end if split.end is not None else float("inf")
     pos = split.start if split.start == 0 else next_record_start(f, split.start, gz)
@@ -104,8 +105,8 @@ class CorruptGzipStream(Exception):
 class _Inflated(io.RawIOBase):
     """The inflated bytes of a whole-file gzip stream (every member in turn), seekable. The last
     `keep` bytes are kept, so that resynchronising after a damaged record seeks back into them;
-    a seek further back inflates again from the top. Where the stream is corrupt or cut short,
-    one read raises CorruptGzipStream, so that the record being read becomes `Bad`; then the stream ends."""
+    a seek further back inflates again from the top. Where the stream is corrupt or cut short, one
+    read raises CorruptGzipStream, so that the record being read becomes `Bad`; then it ends."""
 
     def __init__(self, f: IO[bytes], keep: int):
         f.seek(0)
@@ -123,6 +124,8 @@ class _Inflated(io.RawIOBase):
         return True
 
     def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END:
+            raise io.UnsupportedOperation("the end of a gzip stream is known only once inflated")
         self._pos = pos if whence == io.SEEK_SET else self._pos + pos
         return self._pos
 
