@@ -5,7 +5,8 @@ FastWARC read ClueWeb09's responses (HTTP headers ending in bare LF) as `not_htm
 dropped, nothing quarantined), and damaging one record could flip a different one between dropped
 and kept. Here the fast path is held to warcio alone on every real WARC we have, and a deterministic
 fuzz damages one record at a time in the bundled crawl. Below: no record is lost silently in a WARC
-gzipped whole, nor an ARC record with a long URL at a split's start or after a damaged record.
+gzipped whole, nor an ARC record with a long URL at a split's start or after a damaged record, nor
+the records after a damaged one in an uncompressed ARC.
 """
 from __future__ import annotations
 
@@ -136,13 +137,13 @@ def others(items: list, pos: int, length: int, shift: int = 0) -> list:
 CASES_PER_FILE = 40
 
 
-@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
-def test_damaging_one_record_changes_no_other_record(path):
-    data = path.read_bytes()
+def assert_damage_stays_in_its_record(data: bytes, seed: str) -> None:
+    """Damages one record of `data` at a time, CASES_PER_FILE times, and checks that no other
+    record's result changes."""
     spans = record_spans(data)
     good = read(data)
     assert len(good) == len(spans)
-    rng = random.Random(path.name)  # deterministic: the same cases on every run
+    rng = random.Random(seed)  # deterministic: the same cases on every run
     for case in range(CASES_PER_FILE):
         k = rng.randrange(len(spans))
         pos, length = spans[k]
@@ -150,6 +151,11 @@ def test_damaging_one_record_changes_no_other_record(path):
         items = read(damaged)
         assert others(items, pos, new_length) == others(good, pos, length, new_length - length), (
             f"case {case}: damaging record {k} (offset {pos}) changed another record")
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
+def test_damaging_one_record_changes_no_other_record(path):
+    assert_damage_stays_in_its_record(path.read_bytes(), path.name)
 
 
 # ----------------------------------------------------------------------------- a WARC gzipped whole
@@ -226,6 +232,9 @@ def test_a_member_holding_several_records_is_one_bad_whatever_its_size(over_the_
 # URL is longer was not found, the split before stopped at its end and the record was lost.
 
 
+ARC_DESC = b"1 0 InternetArchive\nURL IP-address Archive-date Content-type Archive-length\n"
+
+
 def arc_record(url: bytes, mime: bytes, body: bytes) -> bytes:
     return b"%s 0.0.0.0 20140101000000 %s %d\n" % (url, mime, len(body)) + body + b"\n"
 
@@ -235,10 +244,9 @@ def arc_file() -> list[bytes]:
     from .test_readers_everywhere import first_html_page
 
     http = b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n" + first_html_page()
-    desc = b"1 0 InternetArchive\nURL IP-address Archive-date Content-type Archive-length\n"
     urls = [b"http://example.com/a", b"http://example.com/" + b"long-path/" * 60, b"http://example.com/b",
             b"http://example.com/search?" + b"q=word&" * 1200, b"http://example.com/c"]
-    return [gzip_member(arc_record(b"filedesc://crawl.arc", b"text/plain", desc))] + [
+    return [gzip_member(arc_record(b"filedesc://crawl.arc", b"text/plain", ARC_DESC))] + [
         gzip_member(arc_record(url, b"text/html", http)) for url in urls]
 
 
@@ -263,3 +271,45 @@ def test_arc_records_with_long_urls_are_found_after_a_damaged_one():
         items = read_split_of(data[:pos] + cut + data[pos + len(members[k]):], CFG)
         assert others(items, pos, len(cut)) == others(whole, pos, len(members[k]), len(cut) - len(members[k]))
         assert [type(i) for i in items if pos <= i.offset < pos + len(cut)] == [Bad]
+
+
+# ----------------------------------------------------------------------------- damage in an ARC
+# After a damaged record in an uncompressed ARC, the reader looked for the next `WARC/1.`: there is
+# none in an ARC, so every record after the damaged one was lost without a trace. And a damaged
+# header line made the record before it the one blamed (an ARC record ends with one LF, not the
+# CRLF CRLF the check counted on).
+
+
+def real_arc(records: int) -> list[bytes]:
+    """The records of an ARC file: its header record, then the first real responses of the bundled
+    crawl under their own URLs, as captured (HTTP headers and payload)."""
+    out = [arc_record(b"filedesc://crawl.arc", b"text/plain", ARC_DESC)]
+    with open(TRAFILATURA, "rb") as f:
+        for r in ArchiveIterator(f):
+            if len(out) > records:
+                break
+            if r.rec_type == "response":
+                url = r.rec_headers.get_header("WARC-Target-URI").encode()
+                out.append(arc_record(url, b"text/html", r.http_headers.to_bytes() + r.raw_stream.read()))
+    return out
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["arc", "arc.gz"])
+def test_damaging_one_arc_record_changes_no_other_record(gz):
+    records = real_arc(10)
+    data = b"".join(gzip_member(r) if gz else r for r in records)
+    assert [type(i) for i in read(data)] == [Skip] + [Record] * (len(records) - 1)
+    assert_damage_stays_in_its_record(data, "arc.gz" if gz else "arc")
+
+
+def test_a_damaged_arc_header_line_blames_its_own_record_and_the_rest_is_read():
+    records = real_arc(4)
+    data = b"".join(records)
+    good = read(data)
+    for k in range(1, len(records)):
+        pos = sum(len(r) for r in records[:k])
+        line_end = records[k].index(b"\n")
+        broken = records[k][:line_end - 3] + b":" + records[k][line_end - 2:]  # a digit of its length
+        items = read(data[:pos] + broken + data[pos + len(records[k]):])
+        assert others(items, pos, len(broken)) == others(good, pos, len(records[k])), f"record {k}"
+        assert [type(i) for i in items if i.offset == pos] == [Bad]

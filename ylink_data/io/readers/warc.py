@@ -20,7 +20,8 @@ it, and damage in one record never changes what its neighbours give.
   no offsets to name them by: it is one `Bad` naming the fix (`warcio recompress`).
 
 warcio reports a damaged record (broken header, no Content-Length, corrupt or truncated gzip member,
-short content) as `Bad` and resumes at the next record instead of losing the rest of the file. A
+short content) as `Bad` and resumes at the next record instead of losing the rest of the file (in
+an uncompressed ARC, the next line that is an ARC header line: an ARC has no `WARC/1.` to find). A
 large .warc.gz can be read as several byte-range splits, each starting at the first gzip member at
 or after its start offset.
 """
@@ -63,11 +64,18 @@ _HTTP_HEAD = re.compile(rb"HTTP/1\.[01] \d{3}(?: [^\r\n]*)?\r\n" + _HEADER_LINES
 _ARC_LINE = re.compile(rb"\S+ \S+ \d{14} (?:\S+ )*\d+\r?\n")  # URL IP DATE [TYPE ...] LENGTH
 _ARC_URL = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*:\S")  # how an ARC header line starts
 _PEEK = 512  # inflated bytes that show whether a gzip member starts a record
+_LINE_START = re.compile(rb"\n(?=[A-Za-z])")  # where a WARC or an ARC header line may start
+# How the next record is found at a split's start or after a damaged record (`next_record_start`):
+# in a .warc.gz, the next gzip member that inflates to a record; in an uncompressed WARC, the next
+# `WARC/1.` at a line start; in any other uncompressed file (an ARC), the next line that starts a
+# record, ARC header line or WARC header: nothing fixed marks an ARC header line.
+GZIP, WARC_LINES, ARC_LINES = "gzip", "warc", "arc"
 
 
 def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
     f.seek(0)
-    gz = f.read(2) == GZIP_MAGIC[:2]
+    head = f.read(5)
+    gz = head[:2] == GZIP_MAGIC[:2]
     if gz and _gzipped_whole(f):
         # One gzip stream (`gzip x.warc`): read like an uncompressed WARC, offsets in the inflated
         # stream. Nothing in the compressed bytes marks a record, so the split at 0 reads it all.
@@ -76,23 +84,31 @@ def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
             yield from _read_inflated(stream, max_record_bytes)
         return
     end = split.end if split.end is not None else float("inf")
-    pos = split.start if split.start == 0 else next_record_start(f, split.start, gz)
-    yield from _records(f, pos, end, gz, max_record_bytes)
+    layout = GZIP if gz else _uncompressed_layout(head)
+    pos = split.start if split.start == 0 else next_record_start(f, split.start, layout)
+    yield from _records(f, pos, end, layout, max_record_bytes)
 
 
-def _records(f: IO[bytes], pos: int | None, end: float, gz: bool,
+def _uncompressed_layout(head: bytes) -> str:
+    """WARC_LINES for a file that starts as a WARC does, ARC_LINES for any other (an ARC, or a WARC
+    whose first record is damaged: the line scan finds WARC headers too)."""
+    return WARC_LINES if head.startswith(b"WARC/") else ARC_LINES
+
+
+def _records(f: IO[bytes], pos: int | None, end: float, layout: str,
              max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
-    read = _read_members if gz else _read_from
+    read = _read_members if layout == GZIP else _read_from
     while pos is not None and pos < end:
-        resume = yield from read(f, pos, end, gz, max_record_bytes)
+        resume = yield from read(f, pos, end, layout, max_record_bytes)
         # warcio's offsets can run backwards inside a damaged gzip member: never read a record twice
-        pos = resume if resume is None or resume > pos else next_record_start(f, pos + 1, gz)
+        pos = resume if resume is None or resume > pos else next_record_start(f, pos + 1, layout)
 
 
 def _read_inflated(stream: _Inflated, max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
     """The records of a WARC gzipped whole, at their offsets in the inflated stream."""
     try:
-        yield from _records(stream, 0, float("inf"), False, max_record_bytes)
+        layout = _uncompressed_layout(stream.read(5))
+        yield from _records(stream, 0, float("inf"), layout, max_record_bytes)
     except CorruptGzipStream as exc:  # met while looking for the next record after a damaged one
         yield Bad(stream.failed_at, f"nothing after this point can be read: {exc}")
 
@@ -197,7 +213,7 @@ def _gzipped_whole(f: IO[bytes]) -> bool:
     return not _member_ended(it) and _starts_record(it.next_line)
 
 
-def _read_members(f: IO[bytes], pos: int, end: float, gz: bool,
+def _read_members(f: IO[bytes], pos: int, end: float, layout: str,
                   max_record_bytes: int) -> Generator[Record | Skip | Bad, None, int | None]:
     """The records of a .warc.gz from `pos` on, one gzip member each; returns where to resume
     after a member that could not be inflated (None: the end)."""
@@ -208,11 +224,11 @@ def _read_members(f: IO[bytes], pos: int, end: float, gz: bool,
             data = members.next(max_record_bytes + _HEADER_ROOM)
         except inflate_lib.error as exc:
             yield Bad(start, f"corrupt gzip member: {describe_error(exc)}")
-            return next_record_start(f, start + 1, gz)
+            return next_record_start(f, start + 1, layout)
         except (EOFError, _TooLarge):
             # warcio streams these: it reads a large record without holding it, and says how much
             # of a record cut short by the end of the file is missing
-            return (yield from _read_from(f, start, end, gz, max_record_bytes, one_member=True))
+            return (yield from _read_from(f, start, end, layout, max_record_bytes, one_member=True))
         if data is None:
             return None
         item = _member_item(start, data, max_record_bytes)
@@ -227,7 +243,7 @@ def _member_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Sk
     item = _fast_item(offset, data, max_record_bytes) if FastArchiveIterator is not None else None
     if item is not None:
         return item
-    items = _read_from(io.BytesIO(data), 0, float("inf"), False, max_record_bytes)
+    items = _read_from(io.BytesIO(data), 0, float("inf"), WARC_LINES, max_record_bytes)
     first = next(items, None)
     if first is None:
         return None
@@ -236,7 +252,7 @@ def _member_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Sk
     return dataclasses.replace(first, offset=offset)
 
 
-def _read_from(f: IO[bytes], pos: int, end: float, gz: bool, max_record_bytes: int,
+def _read_from(f: IO[bytes], pos: int, end: float, layout: str, max_record_bytes: int,
                one_member: bool = False) -> Generator[Record | Skip | Bad, None, int | None]:
     """Records from `pos` on until one is damaged; returns where to resume after it (None: the end).
     With `one_member`, returns as soon as a gzip member has been read to its end.
@@ -255,12 +271,12 @@ def _read_from(f: IO[bytes], pos: int, end: float, gz: bool, max_record_bytes: i
             if is_io_failure(exc):
                 raise
             yield Bad(start, f"unreadable record: {describe_error(exc)}")
-            return next_record_start(f, start + 1, gz)
+            return next_record_start(f, start + 1, layout)
         if record is None:
             return None
         current = it.offset
         if current >= end or current <= last:
-            return None if current >= end else next_record_start(f, last + 1, gz)
+            return None if current >= end else next_record_start(f, last + 1, layout)
         last = current
         try:
             if record.format == "warc" and record.rec_headers.get_header("Content-Length") is None:
@@ -273,7 +289,7 @@ def _read_from(f: IO[bytes], pos: int, end: float, gz: bool, max_record_bytes: i
                 missing = getattr(record.raw_stream, "limit", 0)
                 if missing:
                     item = Bad(current, f"truncated record: {missing} bytes of its Content-Length are missing")
-                elif it.err_count > warnings or _overran(it, current):
+                elif it.err_count > warnings or _overran(it, current, f, layout):
                     item = Bad(current, "record does not end where its Content-Length says (invalid Content-Length?)")
         except Exception as exc:
             if is_io_failure(exc):
@@ -286,19 +302,32 @@ def _read_from(f: IO[bytes], pos: int, end: float, gz: bool, max_record_bytes: i
             framing = True
         yield item
         if framing:
-            return next_record_start(f, current + 1, gz)  # the framing is not to be trusted: resync
+            return next_record_start(f, current + 1, layout)  # the framing is not to be trusted: resync
         if one_member:
             return it.offset
 
 
-def _overran(it: ArchiveIterator, current: int) -> bool:
+def _overran(it: ArchiveIterator, current: int, f: IO[bytes], layout: str) -> bool:
     """True when a record's Content-Length ran into the next record's header: warcio checks only that
     a blank line follows the content, which the end of a header line provides. A record that ends
     as it should is followed by CRLF CRLF and the next record; if only the next record's first line
-    is damaged, that record is to blame, not this one."""
+    is damaged, that record is to blame, not this one. An ARC record ends with one LF, as does a
+    line it ran into: it ran over when the next record's header line lies inside it."""
     if not it.next_line or _starts_record(it.next_line):
         return False
+    if layout == ARC_LINES:
+        return _holds_record_start(f, current, it.offset)
     return it.offset - current - it.get_record_length() < 4  # the blank lines after the content
+
+
+def _holds_record_start(f: IO[bytes], start: int, end: int) -> bool:
+    """Whether a record starts inside [start + 1, end); warcio reads on from where `f` is left."""
+    back = f.tell()
+    try:
+        found = _next_line_record(f, start + 1)
+    finally:
+        f.seek(back)
+    return found is not None and found < end
 
 
 def _member_ended(it: ArchiveIterator) -> bool:
@@ -461,10 +490,13 @@ def _is_html(content_type: str, body: bytes) -> bool:
     return head.startswith((b"<!doctype html", b"<html"))
 
 
-def next_record_start(f: IO[bytes], pos: int, gz: bool) -> int | None:
+def next_record_start(f: IO[bytes], pos: int, layout: str) -> int | None:
     """The offset of the first record starting at or after `pos`, or None at the end of the file.
     For gzip, a candidate member must decompress to a WARC header, so compressed bytes that happen
     to look like a gzip header are not mistaken for a record."""
+    if layout == ARC_LINES:
+        return _next_line_record(f, pos)
+    gz = layout == GZIP
     needle = GZIP_MAGIC if gz else b"WARC/1."
     while True:
         f.seek(pos)
@@ -491,8 +523,33 @@ def _looks_like_record(f: IO[bytes], cand: int, gz: bool) -> bool:
         out = zlib.decompressobj(31).decompress(head[1:] if cand else head, _PEEK)
     except zlib.error:
         return False
-    # An ARC header line is as long as its URL: a line longer than the peek shows only its start.
-    return _starts_record(out) or (len(out) == _PEEK and b"\n" not in out and _ARC_URL.match(out) is not None)
+    return _peek_starts_record(out)
+
+
+def _next_line_record(f: IO[bytes], pos: int) -> int | None:
+    """In an uncompressed ARC: the offset of the first line at or after `pos` (> 0) that starts a
+    record, or None at the end of the file."""
+    pos -= 1  # from the line end before a record that starts at `pos`
+    while True:
+        f.seek(pos)
+        chunk = f.read(_SCAN_CHUNK)
+        for m in _LINE_START.finditer(chunk):
+            peek = chunk[m.end():m.end() + _PEEK]
+            if len(peek) < _PEEK:  # the line goes on past the chunk
+                f.seek(pos + m.end())
+                peek = f.read(_PEEK)
+            if _peek_starts_record(peek):
+                return pos + m.end()
+        if len(chunk) <= 1:
+            return None
+        pos += len(chunk) - 1  # a line end in the chunk's last byte is matched in the next chunk
+
+
+def _peek_starts_record(peek: bytes) -> bool:
+    """Whether the first _PEEK bytes from an offset (fewer at the end of the file) start a record.
+    An ARC header line is as long as its URL: a line longer than the peek shows only its start."""
+    long_line = len(peek) == _PEEK and b"\n" not in peek
+    return _starts_record(peek) or (long_line and _ARC_URL.match(peek) is not None)
 
 
 def _starts_record(data: bytes) -> bool:
