@@ -15,15 +15,13 @@ carry their gambling brand in the title only.
 from __future__ import annotations
 
 import re
-from typing import Annotated
 
-from pydantic import Field, PositiveInt
+from pydantic import PositiveInt
 
 from ..transform import units
 from ..transform.wordlists import load_word_list
 from . import register
-from .base import Document, DocumentFilter, Seconds
-from .gopher import Language
+from .base import Document, DocumentFilter, Language, Seconds, Strings
 
 DEFAULT_LISTS = {"zh": ["zh-obscene", "zh-gambling"], "en": []}
 _HAN = re.compile(r"^[\u3400-\u9fff\U00020000-\U0002ffff]{1,2}$")
@@ -49,7 +47,7 @@ class BadWords(DocumentFilter):
 
     name = "badwords"
 
-    def __init__(self, language: Language = "en", lists: Annotated[list[str], Field(min_length=1)] | None = None,
+    def __init__(self, language: Language = "en", lists: Strings | None = None,
                  min_matches: PositiveInt = 1, check_title: bool = True, time_limit_s: Seconds | None = 60.0):
         self.language, self.min_matches, self.check_title = language, min_matches, check_title
         self.time_limit_s = time_limit_s

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import Field
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 # PositiveFloat and NonNegativeFloat for the others): a value out of range is a config error.
 Fraction = Annotated[float, Field(ge=0, le=1)]  # a share of lines, words, characters or documents
 Seconds = Annotated[float, Field(gt=0)]  # a time limit
+Strings = Annotated[list[str], Field(min_length=1)]  # words, list names or language codes: at least one
+Language = Literal["en", "zh", "auto"]  # the text units of a language-aware op (`language` parameter)
 
 
 @dataclass(slots=True)

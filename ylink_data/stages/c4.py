@@ -44,8 +44,8 @@ from pydantic import NonNegativeInt, PositiveInt
 
 from ..transform import units
 from . import register
-from .base import BatchResult, Document, Seconds
-from .gopher import Language, MeasuredOp, Rule
+from .base import BatchResult, Document, Language, Seconds
+from .gopher import MeasuredOp, Rule
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 EN_END_PUNCTUATION = (".", "?", "!", '"', "'")  # datatrove's END_PUNCTUATION

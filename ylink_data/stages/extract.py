@@ -7,14 +7,12 @@ metadata as they are. An extracted document records its extractor in `metadata["
 """
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import Field
+from pydantic import NonNegativeInt
 
 from ..transform.extract import DEFAULT_EXTRACTOR, ExtractorName
 from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorProcess
 from . import register
-from .base import Document, DocumentMapper
+from .base import Document, DocumentMapper, Seconds
 
 
 @register
@@ -27,9 +25,8 @@ class Extract(DocumentMapper):
 
     name = "extract"
 
-    def __init__(self, extractor: ExtractorName = DEFAULT_EXTRACTOR,
-                 time_limit_s: Annotated[float, Field(gt=0)] = DEFAULT_TIME_LIMIT_S,
-                 min_chars: Annotated[int, Field(ge=0)] = 0):
+    def __init__(self, extractor: ExtractorName = DEFAULT_EXTRACTOR, time_limit_s: Seconds = DEFAULT_TIME_LIMIT_S,
+                 min_chars: NonNegativeInt = 0):
         self.extractor = extractor
         self.page_limit_s = time_limit_s  # enforced by the extractor process; the base's SIGALRM
         # (`time_limit_s`) would fire only after the C parsers return

@@ -33,8 +33,8 @@ from pydantic import NonNegativeFloat, PositiveInt
 
 from ..transform import units
 from . import register
-from .base import Fraction, Seconds
-from .gopher import Language, MeasuredOp, Rule, duplicates, ratio
+from .base import Fraction, Language, Seconds
+from .gopher import MeasuredOp, Rule, duplicates, ratio
 
 EN_STOP_CHARS = (".", "'", '"', "!", "?")  # datatrove's stop_chars
 ZH_STOP_CHARS = EN_STOP_CHARS + ("。", "！", "？", "”", "’", "」", "』", "）", "》", "．", "…")

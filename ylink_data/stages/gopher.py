@@ -18,7 +18,7 @@ from collections import Counter
 from functools import lru_cache
 from itertools import compress, filterfalse
 from operator import ne
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +26,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Pos
 
 from ..transform import units
 from . import register
-from .base import BatchResult, Document, Fraction, PerDocumentOp, Seconds
+from .base import BatchResult, Document, Fraction, Language, PerDocumentOp, Seconds, Strings
 
 Rule = tuple[str, str, float | None, float | None]  # reason, measure, low, high
 
@@ -38,8 +38,6 @@ ZH_STOP_WORDS = ["的", "了", "是", "在", "和", "有", "不", "这", "也", 
 # Thresholds that differ for Chinese documents (see GopherQuality's docstring for why).
 ZH_QUALITY = {"min_avg_word_length": 1.2, "max_avg_word_length": 3.0}
 
-Language = Literal["en", "zh", "auto"]
-WordList = Annotated[list[str], Field(min_length=1)]
 # n-gram sizes: Gopher's are 2-10; an n far beyond that finds no repeats in real text and costs n
 # list copies per document.
 NGramSize = Annotated[int, Field(ge=1, le=100)]
@@ -127,8 +125,8 @@ class GopherQuality(MeasuredOp):
                  min_avg_word_length: NonNegativeFloat | None = 3, max_avg_word_length: PositiveFloat | None = 10,
                  max_symbol_word_ratio: NonNegativeFloat | None = 0.1, max_bullet_lines_ratio: Fraction | None = 0.9,
                  max_ellipsis_lines_ratio: Fraction | None = 0.3, min_alpha_words_ratio: Fraction | None = 0.8,
-                 min_stop_words: NonNegativeInt | None = 2, stop_words: WordList | None = None,
-                 zh_stop_words: WordList | None = None,
+                 min_stop_words: NonNegativeInt | None = 2, stop_words: Strings | None = None,
+                 zh_stop_words: Strings | None = None,
                  zh_thresholds: dict[str, NonNegativeFloat | None] | None = None,
                  time_limit_s: Seconds | None = 60.0):
         self.language, self.annotate, self.time_limit_s = language, annotate, time_limit_s

@@ -10,14 +10,12 @@ op instance in it (see `ylink_data.transform.langid`). The script prior in front
 """
 from __future__ import annotations
 
-from typing import Annotated
-
 import pyarrow as pa
-from pydantic import Field
+from pydantic import NonNegativeInt
 
 from ..transform import langid
 from . import register
-from .base import BatchResult, Fraction, MapOp
+from .base import BatchResult, Fraction, MapOp, Strings
 
 LANGUAGE = "langid:language"
 LOW_SCORE = "langid:low_score"
@@ -35,8 +33,8 @@ class LangId(MapOp):
 
     name = "langid"
 
-    def __init__(self, languages: Annotated[list[str], Field(min_length=1)] | None = None,
-                 min_score: Fraction = 0.0, prefix_chars: Annotated[int, Field(ge=0)] = langid.PREFIX_CHARS):
+    def __init__(self, languages: Strings | None = None, min_score: Fraction = 0.0,
+                 prefix_chars: NonNegativeInt = langid.PREFIX_CHARS):
         self.languages = frozenset(languages) if languages is not None else None
         self.min_score = min_score
         self.prefix_chars = prefix_chars

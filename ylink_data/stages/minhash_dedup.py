@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from ..dedup import components
 from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys
@@ -46,7 +46,7 @@ from ..io.fs import filesystem, read_json, write_json
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
 from ..transform.units import script_language
 from . import register
-from .base import GlobalOp
+from .base import Fraction, GlobalOp
 
 _EMPTY = pa.table({"task": pa.array([], pa.int32()), "row": pa.array([], pa.int64()),
                    "reason": pa.array([], pa.string())})
@@ -61,17 +61,17 @@ class MinHashDedup(GlobalOp):
 
     def __init__(self, threshold: Annotated[float, Field(gt=0, lt=1)] = 0.8,
                  num_perm: Annotated[int, Field(ge=2, le=1024)] = 128,
-                 bands: Annotated[int, Field(ge=1)] | None = None, rows: Annotated[int, Field(ge=1)] | None = None,
-                 false_positive_weight: Annotated[float, Field(ge=0, le=1)] = FALSE_POSITIVE_WEIGHT,
-                 false_negative_weight: Annotated[float, Field(ge=0, le=1)] = FALSE_NEGATIVE_WEIGHT,
+                 bands: PositiveInt | None = None, rows: PositiveInt | None = None,
+                 false_positive_weight: Fraction = FALSE_POSITIVE_WEIGHT,
+                 false_negative_weight: Fraction = FALSE_NEGATIVE_WEIGHT,
                  seed: Annotated[int, Field(ge=0, lt=2**32)] = 1,  # numpy's RandomState seeds (datasketch's)
                  unit: Literal["auto", "word", "char"] = "auto",
-                 word_ngram: Annotated[int, Field(ge=1)] | None = None,
-                 char_ngram: Annotated[int, Field(ge=1)] | None = None,
+                 word_ngram: PositiveInt | None = None,
+                 char_ngram: PositiveInt | None = None,
                  keep: Literal["first", "longest", "highest_score"] = "first",
                  score_column: str = "quality_score", cluster_columns: bool = False,
                  verify: bool = False, index: str | None = None, save_index: str | None = None,
-                 rows_per_partition: Annotated[int, Field(ge=1)] = 4_000_000):
+                 rows_per_partition: PositiveInt = 4_000_000):
         self.threshold, self.num_perm, self.seed = threshold, num_perm, seed
         self.bands, self.rows = lsh_params(threshold, num_perm, false_positive_weight, false_negative_weight,
                                            bands=bands, rows=rows)

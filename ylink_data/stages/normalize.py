@@ -9,9 +9,9 @@ ideographic and no-break spaces into plain ones.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field
+from pydantic import NonNegativeInt
 
 from ..transform.normalize import (UnicodeForm, collapse_spaces, fix_mojibake, invisible_pattern, limit_blank_lines,
                                    looks_chinese, normalize_line_endings, normalize_unicode, remove_invisible,
@@ -50,7 +50,7 @@ class Normalize(DocumentMapper):
 
     def __init__(self, form: UnicodeForm = "NFC", fix_mojibake: bool = True, normalize_line_endings: bool = True,
                  remove_controls: bool = True, remove_zero_width: bool = True, collapse_spaces: bool = True,
-                 strip_trailing_spaces: bool = True, max_blank_lines: Annotated[int, Field(ge=0)] | None = 1,
+                 strip_trailing_spaces: bool = True, max_blank_lines: NonNegativeInt | None = 1,
                  traditional_to_simplified: bool = False):
         self.form = form
         self.fix_mojibake = fix_mojibake

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
 from ..transform.units import unit_language
@@ -49,7 +49,7 @@ class QualityClassifier(MapOp, GlobalOp):
                  score_column: str = "quality_score",
                  min_score: Score | None = None, top_fraction: Annotated[float, Field(gt=0, le=1)] | None = None,
                  tiers: dict[str, Score] | None = None, tier_column: str = "quality_tier",
-                 prefix_chars: Annotated[int, Field(ge=1)] | None = None):
+                 prefix_chars: PositiveInt | None = None):
         chosen = [k for k, v in (("min_score", min_score), ("top_fraction", top_fraction), ("tiers", tiers))
                   if v is not None]
         if len(chosen) > 1:

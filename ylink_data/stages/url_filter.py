@@ -27,10 +27,9 @@ and so are URLs that cannot be parsed (counter `malformed_url`).
 from __future__ import annotations
 
 import re
-from typing import Annotated
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field
+from pydantic import PositiveInt
 
 from ..transform.wordlists import bundled_list, read_list
 from . import register
@@ -124,8 +123,8 @@ class UrlFilter(DocumentFilter):
     def __init__(self, blocked_domains: ListParam = None, blocked_urls: ListParam = None,
                  banned_words: ListParam = None, soft_banned_words: ListParam = None,
                  banned_subwords: ListParam = None, allowed_domains: ListParam = None,
-                 soft_word_threshold: Annotated[int, Field(ge=1)] = 2,
-                 numeric_domain_min_digits: Annotated[int, Field(ge=1)] | None = None,
+                 soft_word_threshold: PositiveInt = 2,
+                 numeric_domain_min_digits: PositiveInt | None = None,
                  use_default_lists: bool = True):
         self.sources = {"blocked_domains": blocked_domains, "blocked_urls": blocked_urls,
                         "banned_words": banned_words, "soft_banned_words": soft_banned_words,
