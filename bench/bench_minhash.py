@@ -770,7 +770,7 @@ def profile_keys(folder: Path, docs: int = 20_000) -> dict:
     import pyarrow as pa
 
     from ylink_data.dedup.minhash import is_empty, signatures
-    from ylink_data.dedup.lsh import band_keys, script_language
+    from ylink_data.dedup.lsh import band_keys
     from ylink_data.stages.minhash_dedup import MinHashDedup
 
     rows = []
@@ -786,8 +786,8 @@ def profile_keys(folder: Path, docs: int = 20_000) -> dict:
     texts = [x or "" for x in table.column("text").to_pylist()]
     out["to_pylist"] = time.process_time() - t
     t = time.process_time()
-    langs = [script_language(x) for x in texts]
-    out["script_language"] = time.process_time() - t
+    langs = op.languages(table)
+    out["languages"] = time.process_time() - t
     t = time.process_time()
     sigs = signatures(texts, langs, num_perm=op.num_perm, seed=op.seed)
     out["signatures"] = time.process_time() - t

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
-from ..transform.units import script_language
+from ..transform.units import unit_languages
 from .components import star_step
 from .minhash import DEFAULT_NUM_PERM, DEFAULT_SEED, DEFAULT_THRESHOLD, is_empty, lsh_params, signatures
 
@@ -57,7 +58,7 @@ def near_duplicates(texts: Sequence[str], langs: Sequence[str | None] | None = N
     (label = index of the cluster's first document; a document alone has its own index). Uses the
     `minhash_dedup` op's defaults; for a corpus, run the op."""
     texts = [t or "" for t in texts]
-    langs = [lang or script_language(t) for lang, t in zip(langs or [None] * len(texts), texts)]
+    langs = unit_languages("auto", pa.array(texts, pa.large_string()), langs)
     b, r = lsh_params(threshold, num_perm, FALSE_POSITIVE_WEIGHT, FALSE_NEGATIVE_WEIGHT, bands=bands, rows=rows)
     sigs = signatures(texts, langs, num_perm=num_perm, seed=seed)
     keys = band_keys(sigs, b, r)

@@ -75,6 +75,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..transform.script import is_unspaced
+
 __all__ = [
     "CHAR_NGRAM", "DEFAULT_NUM_PERM", "DEFAULT_SEED", "DEFAULT_THRESHOLD", "WORD_NGRAM",
     "estimate_jaccard", "from_datasketch", "hash32", "is_empty", "lsh_params", "normalize",
@@ -90,9 +92,6 @@ DEFAULT_THRESHOLD = 0.8
 SCHEMES = ("affine32", "legacy")
 HASHFUNCS = ("poly", "sha1")
 
-# Languages written without spaces between words get character shingles: Chinese and Japanese, by
-# their ISO 639-1/639-3 codes and lid.176's codes for Chinese varieties.
-CHAR_LANGS = frozenset({"zh", "zho", "chi", "cmn", "yue", "wuu", "lzh", "ja", "jpn"})
 
 _M64 = (1 << 64) - 1
 _BASE = 0x9E3779B97F4A7C15                      # odd, so invertible modulo 2**64
@@ -166,16 +165,14 @@ _SPACES = re.compile(" +")
 
 
 def shingle_unit(lang: str | None, unit: str | None = None) -> str:
-    """"char" for Chinese and Japanese (`zh`, `zh-Hant`, `ja_JP`, `jpn`, `yue`...), "word" for any
-    other language or none; `unit` ("word" or "char"), when given, wins."""
+    """"char" for the languages written without spaces between words (`zh`, `zh-Hant`, `ja_JP`, `jpn`,
+    `yue`...: `transform.script.is_unspaced`, the quality rules' mapping too), "word" for any other
+    language or none; `unit` ("word" or "char"), when given, wins."""
     if unit is not None:
         if unit not in ("word", "char"):
             raise ValueError(f"unit must be 'word' or 'char', not {unit!r}")
         return unit
-    if not lang:
-        return "word"
-    code = re.split(r"[-_]", lang.strip().lower().removeprefix("__label__"), maxsplit=1)[0]
-    return "char" if code in CHAR_LANGS else "word"
+    return "char" if is_unspaced(lang) else "word"
 
 
 def _ngram(unit: str, ngram: int | None) -> int:

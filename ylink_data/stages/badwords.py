@@ -21,7 +21,7 @@ from pydantic import PositiveInt
 from ..transform import units
 from ..transform.wordlists import load_word_list
 from . import register
-from .base import Document, DocumentFilter, Language, Seconds, Strings
+from .base import Document, DocumentFilter, Language, LanguageAwareOp, Seconds, Strings
 
 DEFAULT_LISTS = {"zh": ["zh-obscene", "zh-gambling"], "en": []}
 _HAN = re.compile(r"^[\u3400-\u9fff\U00020000-\U0002ffff]{1,2}$")
@@ -39,7 +39,7 @@ def _bounded(entry: str) -> str:
 
 
 @register
-class BadWords(DocumentFilter):
+class BadWords(LanguageAwareOp, DocumentFilter):
     """Drops documents containing at least `min_matches` entries of a word list (reason
     `badwords:<list>`). `lists`: bundled list names (`zh-obscene`, `zh-gambling`; see
     ylink_data/assets/badwords/SOURCE.md) or paths/URLs of one-entry-per-line files; by default the
@@ -59,7 +59,7 @@ class BadWords(DocumentFilter):
         self._lists: list[tuple[str, re.Pattern | None, frozenset[str], re.Pattern | None]] = []
 
     def setup(self) -> None:
-        if self.language != "en":
+        if self.language == units.CHINESE:  # `auto`: before its first batch that holds Chinese
             units.load_segmenter()
         self._lists = [self._compile(spec) for spec in self.list_names]
 
@@ -87,10 +87,9 @@ class BadWords(DocumentFilter):
                 return label
         return None
 
-    def filter(self, doc: Document) -> bool | str:
+    def filter(self, doc: Document, lang: str) -> bool | str:
         if not self._lists:
             self.setup()
-        lang = units.document_unit_language(self.language, doc.lang, doc.text)
         texts = [doc.text]
         title = doc.metadata.get("title") if self.check_title else None
         if isinstance(title, str) and title:

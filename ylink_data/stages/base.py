@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import Field
 
 from ..timelimit import DocumentTimeout, time_limit
+from ..transform import units
 
 if TYPE_CHECKING:
     from ..pipeline.global_phase import GlobalContext
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 Fraction = Annotated[float, Field(ge=0, le=1)]  # a share of lines, words, characters or documents
 Seconds = Annotated[float, Field(gt=0)]  # a time limit
 Strings = Annotated[list[str], Field(min_length=1)]  # words, list names or language codes: at least one
-Language = Literal["en", "zh", "auto"]  # the text units of a language-aware op (`language` parameter)
+Language = Literal["en", "zh", "auto"]  # the text units of a language-aware op (`LanguageAwareOp`)
 
 
 @dataclass(slots=True)
@@ -104,24 +106,35 @@ class PerDocumentOp(MapOp):
             self._counts: Counter[str] = Counter()
         self._counts[name] += n
 
+    def document_arguments(self, table: pa.Table) -> tuple[list[Any], ...]:
+        """Values per document decided once for the whole batch (column-wise), which `each_document`
+        passes to the per-document method after the document: none by default."""
+        return ()
+
     def each_document(self, table: pa.Table, fn) -> tuple[list[Document], list[Any], list[str | None]]:
-        """Calls `fn(doc)` per document; `self.counters()` then holds what `count` added meanwhile."""
+        """Calls `fn(doc, *arguments)` per document (`document_arguments`), each under the time limit;
+        `self.counters()` then holds what `count` added meanwhile."""
         self._counts = Counter()
         docs = documents(table)
+        arguments = self.document_arguments(table)
+        per_document = zip(*arguments) if arguments else repeat(())
         verdicts: list[Any] = []
         errors: list[str | None] = []
-        for doc in docs:
-            try:
-                with time_limit(self.time_limit_s):
-                    verdicts.append(fn(doc))
-                errors.append(None)
-            except DocumentTimeout as exc:
-                verdicts.append(True)
-                errors.append(str(exc))
-            except Exception as exc:  # one bad document must not stop the task: quarantine it
-                verdicts.append(True)
-                errors.append(f"{type(exc).__name__}: {exc}")
+        for doc, args in zip(docs, per_document):
+            verdict, error = self.run_document(fn, doc, *args)
+            verdicts.append(verdict)
+            errors.append(error)
         return docs, verdicts, errors
+
+    def run_document(self, fn, doc: Document, *args: Any) -> tuple[Any, str | None]:
+        """(fn's verdict, None), or (True, the error that quarantines the document)."""
+        try:
+            with time_limit(self.time_limit_s):
+                return fn(doc, *args), None
+        except DocumentTimeout as exc:
+            return True, str(exc)
+        except Exception as exc:  # one bad document must not stop the task: quarantine it
+            return True, f"{type(exc).__name__}: {exc}"
 
     def counters(self) -> dict[str, int]:
         return dict(getattr(self, "_counts", {}))
@@ -132,11 +145,29 @@ class PerDocumentOp(MapOp):
         return f"{self.name}:{verdict}" if isinstance(verdict, str) else None
 
 
+class LanguageAwareOp(PerDocumentOp):
+    """An op with a `language` parameter: `en` (space-separated words), `zh` (jieba words) or `auto`
+    (each document by its `lang`, else by its script; `units.unit_languages`). The text units of
+    every document of a batch are decided once, column-wise, and passed to the per-document method
+    after the document. When a batch holds Chinese, jieba's segmenter is loaded before the first
+    document (once per process, about 0.8 s), outside every document's time limit."""
+
+    language: str = "auto"
+    segmented: ClassVar[bool] = True  # False: the op's Chinese units need no jieba words
+
+    def document_arguments(self, table: pa.Table) -> tuple[list[Any], ...]:
+        langs = table.column("lang").to_pylist() if "lang" in table.column_names else None
+        families = units.unit_languages(self.language, table.column("text"), langs)
+        if self.segmented and units.CHINESE in families:
+            units.load_segmenter()
+        return (families,)
+
+
 class DocumentFilter(PerDocumentOp):
     """A filter written one document at a time. `filter` returns True to keep the document, or
     False / a reason string to drop it; the reason is reported as `<op name>:<reason>`."""
 
-    def filter(self, doc: Document) -> bool | str:
+    def filter(self, doc: Document, *arguments: Any) -> bool | str:
         raise NotImplementedError
 
     def process(self, table: pa.Table) -> BatchResult:
@@ -151,7 +182,7 @@ class DocumentMapper(PerDocumentOp):
     place or new), or a reason string / None to drop it. Changes to text, url, lang, lang_score
     and metadata are written back to the batch."""
 
-    def map(self, doc: Document) -> Document | str | None:
+    def map(self, doc: Document, *arguments: Any) -> Document | str | None:
         raise NotImplementedError
 
     def process(self, table: pa.Table) -> BatchResult:

@@ -88,6 +88,7 @@ class C4Quality(MeasuredOp):
     """C4's rules (see the module docstring); defaults are datatrove's C4QualityFilter's."""
 
     name = "c4_quality"
+    segmented = False  # C4 counts characters in Chinese, not words: no segmenter
     columns = {"sentences": pa.int64(), "lines_kept": pa.int64(), "lines_removed": pa.int64(),
                "lorem_ipsum": pa.int64(), "curly_bracket": pa.int64()}
     LINE_RULES = ("too_long_word", "no_terminal_punct", "too_few_words", "javascript", "policy")
@@ -112,9 +113,6 @@ class C4Quality(MeasuredOp):
             *([("curly_bracket", "curly_bracket", None, 0)] if filter_curly_bracket else []),
             *([("too_few_sentences", "sentences", min_num_sentences, None)] if min_num_sentences else []),
         ]
-
-    def setup(self) -> None:  # no segmenter: C4 counts characters in Chinese, not words
-        pass
 
     def rules(self, lang: str) -> list[Rule]:
         return self._rules
@@ -174,8 +172,7 @@ class C4Quality(MeasuredOp):
     def measure(self, text: str, lang: str) -> dict[str, float]:
         return self.clean(text, lang)[0]
 
-    def _cleaned(self, doc: Document) -> tuple[str, dict[str, float], str, Counter]:
-        lang = self._lang(doc)
+    def _cleaned(self, doc: Document, lang: str) -> tuple[str, dict[str, float], str, Counter]:
         return (lang, *self.clean(doc.text, lang))
 
     def process(self, table: pa.Table) -> BatchResult:

@@ -8,9 +8,10 @@ on a sample. A rule is one line: (reason, measure, lowest allowed, highest allow
 switches that side off.
 
 `language` chooses the text units: `en` (space-separated words), `zh` (jieba words), or `auto`, the
-default (each document's `lang` column, `zh*` getting Chinese units and anything else English ones;
-a document without `lang` goes by its script: mostly Han or kana gets Chinese units). With `en`,
-Chinese text is measured in English words and every Chinese page fails (THUCNews: 0% kept).
+default (each document's `lang` column, Chinese and Japanese codes getting Chinese units and anything
+else English ones; a document without `lang` goes by its script: mostly Han or kana gets Chinese
+units; `base.LanguageAwareOp`, decided once per batch). With `en`, Chinese text is measured in
+English words and every Chinese page fails (THUCNews: 0% kept).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Pos
 
 from ..transform import units
 from . import register
-from .base import BatchResult, Document, Fraction, Language, PerDocumentOp, Seconds, Strings
+from .base import BatchResult, Document, Fraction, Language, LanguageAwareOp, Seconds, Strings
 
 Rule = tuple[str, str, float | None, float | None]  # reason, measure, low, high
 
@@ -43,7 +44,7 @@ ZH_QUALITY = {"min_avg_word_length": 1.2, "max_avg_word_length": 3.0}
 NGramSize = Annotated[int, Field(ge=1, le=100)]
 
 
-class MeasuredOp(PerDocumentOp):
+class MeasuredOp(LanguageAwareOp):
     """Measures each document, then drops on the first failed rule, or writes the measures as columns."""
 
     name = ""
@@ -59,16 +60,12 @@ class MeasuredOp(PerDocumentOp):
         raise NotImplementedError
 
     def setup(self) -> None:
-        # jieba's dictionary (about 0.7 s and 95 MB): `zh` loads it now, `auto` with its first Chinese
-        # document, so that an English-only run with the default does without it
-        if self.language == units.CHINESE:
+        # jieba's dictionary (about 0.7 s and 95 MB): `zh` loads it now, `auto` before its first batch
+        # that holds Chinese, so that an English-only run with the default does without it
+        if self.language == units.CHINESE and self.segmented:
             units.load_segmenter()
 
-    def _lang(self, doc: Document) -> str:
-        return units.document_unit_language(self.language, doc.lang, doc.text)
-
-    def _doc(self, doc: Document) -> tuple[str, dict[str, float]]:
-        lang = self._lang(doc)
+    def _doc(self, doc: Document, lang: str) -> tuple[str, dict[str, float]]:
         return lang, self.measure(doc.text, lang)
 
     def verdict(self, lang: str, values: dict[str, float]) -> str | None:

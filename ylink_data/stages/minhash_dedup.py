@@ -44,7 +44,7 @@ from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures
 from ..errors import InputError
 from ..io.fs import filesystem, read_json, write_json
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
-from ..transform.units import script_language
+from ..transform.units import unit_languages
 from . import register
 from .base import Fraction, GlobalOp
 
@@ -88,10 +88,10 @@ class MinHashDedup(GlobalOp):
         return {"version": INDEX_VERSION, "num_perm": self.num_perm, "bands": self.bands, "rows": self.rows,
                 "seed": self.seed, "unit": self.unit, "word_ngram": self.word_ngram, "char_ngram": self.char_ngram}
 
-    def languages(self, table: pa.Table) -> list[str | None]:
-        texts = table.column("text").to_pylist()
-        langs = table.column("lang").to_pylist() if "lang" in table.column_names else [None] * len(texts)
-        return [lang or script_language(t or "") for lang, t in zip(langs, texts)]
+    def languages(self, table: pa.Table) -> list[str]:
+        """Each document's unit family (`zh`: character shingles), by `lang` or else its script."""
+        langs = table.column("lang").to_pylist() if "lang" in table.column_names else None
+        return unit_languages("auto", table.column("text"), langs)
 
     def keys(self, table: pa.Table) -> dict[str, pa.Array]:
         texts = [t or "" for t in table.column("text").to_pylist()]

@@ -1,6 +1,9 @@
 """Which writing systems a text uses, and the language its script settles on its own: Han characters
 without kana are Chinese, kana are Japanese, hangul is Korean. Language ID uses this as a prior in
-front of its statistical model, which misreads short Chinese (`langid`'s docstring).
+front of its statistical model, which misreads short Chinese (`langid`'s docstring); ops that count
+words or shingles use it to tell text written without spaces between words (`written_unspaced`,
+and `is_unspaced` for a language code) where no language ID ran. This module is the one place that
+decides both.
 
 Counted per text, column-wise over a whole batch with numpy (one table look-up per character, about
 10 ns; no Python loop per character):
@@ -19,6 +22,7 @@ Counted per text, column-wise over a whole batch with numpy (one table look-up p
 from __future__ import annotations
 
 import functools
+import re
 from typing import Sequence
 
 import numpy as np
@@ -78,6 +82,22 @@ def _japanese_kanji() -> list[str]:
             if encodes(chr(c), "shift_jis") and not encodes(chr(c), "gb2312") and not encodes(chr(c), "big5")]
 
 
+# Languages written without spaces between words, by their ISO 639-1 and 639-3 codes and lid.176's
+# codes for Chinese varieties: their words cannot be split on spaces (quality rules cut them with
+# jieba, MinHash shingles their characters).
+UNSPACED_LANGUAGES = frozenset({"zh", "zho", "chi", "cmn", "yue", "wuu", "lzh", "ja", "jpn"})
+
+
+@functools.lru_cache(maxsize=1024)
+def is_unspaced(lang: str | None) -> bool:
+    """Whether a language code (`zh`, `zh-Hant`, `ja_JP`, `jpn`, `__label__yue`...) names a language
+    written without spaces between words (`UNSPACED_LANGUAGES`)."""
+    if not lang:
+        return False
+    code = re.split(r"[-_]", lang.strip().lower().removeprefix("__label__"), maxsplit=1)[0]
+    return code in UNSPACED_LANGUAGES
+
+
 def has_cjk(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Whether each text holds a Han, kana or hangul character: one column-wise pass (about 1 us per
     KB), so that only those texts are counted."""
@@ -108,6 +128,16 @@ def script_counts(texts: Sequence[str]) -> np.ndarray:
     return np.column_stack([han, counts[:, KANA], counts[:, HANGUL], words, counts[:, JAPANESE_KANJI]]).astype(np.int64)
 
 
+def _cjk_text(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `script_counts`: whether the text is written mostly in CJK (at least `CJK_PER_WORD`
+    CJK characters per word of other scripts), and whether that CJK is Korean (hangul syllables at
+    least half of it)."""
+    han, kana, hangul, words = (counts[:, i] for i in range(4))
+    cjk = han + kana + hangul
+    settled = (cjk > 0) & (cjk >= CJK_PER_WORD * words)
+    return settled, settled & (hangul >= han + kana)
+
+
 def script_languages(counts: np.ndarray) -> tuple[list[str | None], np.ndarray]:
     """For each row of `script_counts`: the language its script settles (`zh`, `ja`, `ko`, or None
     when the text is not mostly CJK, so a statistical model must decide), and the share of the text
@@ -122,9 +152,7 @@ def script_languages(counts: np.ndarray) -> tuple[list[str | None], np.ndarray]:
     kanji-only Japanese phrase in forms common to both languages ("制御演算子") reads as `zh`.
     """
     han, kana, hangul, words, japanese_kanji = (counts[:, i] for i in range(len(COLUMNS)))
-    cjk = han + kana + hangul
-    settled = (cjk > 0) & (cjk >= CJK_PER_WORD * words)
-    ko = settled & (hangul >= han + kana)
+    settled, ko = _cjk_text(counts)
     kana_share = kana >= KANA_SHARE * (han + kana)
     ja = settled & ~ko & (kana >= KANA_MIN) & kana_share
     zh = settled & ~ko & (han > 0) & ~kana_share & (japanese_kanji == 0)
@@ -132,5 +160,19 @@ def script_languages(counts: np.ndarray) -> tuple[list[str | None], np.ndarray]:
     for code, rows in (("zh", zh), ("ja", ja), ("ko", ko)):
         for i in np.flatnonzero(rows):
             langs[i] = code
+    cjk = han + kana + hangul
     share = np.where(zh | ja | ko, cjk / np.maximum(cjk + CJK_PER_WORD * words, 1), 0.0)
     return langs, share
+
+
+def written_unspaced(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Whether each text is written mostly in Han and kana, without spaces between words: the texts
+    `script_languages` settles as `zh` or `ja`, and those it leaves to a model between the two (a
+    lone kana, a Japanese-form kanji), which are unspaced either way. Column-wise: only texts with a
+    CJK character are counted."""
+    out = np.zeros(len(texts), bool)
+    rows = np.flatnonzero(has_cjk(texts))
+    if len(rows):
+        settled, korean = _cjk_text(script_counts(texts.take(pa.array(rows)).to_pylist()))
+        out[rows] = settled & ~korean
+    return out

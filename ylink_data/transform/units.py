@@ -13,7 +13,9 @@ piece is split once and remembered, so a word costs one dictionary look-up.
 
 Chinese has no spaces between words, so `zh` words come from jieba's segmenter, with whitespace
 and punctuation tokens removed; runs of Han characters are cut by rjieba (jieba-rs: the same
-dictionary and results, 15-20x faster) when it is installed.
+dictionary and results, 15-20x faster) when it is installed. Japanese is counted in the same units
+(`unit_language` says why), and which units a document gets comes from `unit_languages`: its
+language code, else its script (`transform.script`, which language ID's script prior uses too).
 """
 from __future__ import annotations
 
@@ -22,11 +24,17 @@ import re
 import unicodedata
 from functools import lru_cache
 from itertools import chain
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .script import is_unspaced, written_unspaced
 
 _LINE_BREAKS = re.compile(r"\n+")
 _PARAGRAPH_BREAKS = re.compile(r"\n{2,}")
 
-CHINESE = "zh"
+CHINESE = "zh"  # the unit family of languages written without spaces between words (see unit_language)
 
 # ----------------------------------------------------------------------------- English (spaCy's rules)
 
@@ -236,28 +244,43 @@ def english_sentence_count(text: str) -> int:
 # ----------------------------------------------------------------------------- languages
 
 
+# Japanese gets the Chinese units (jieba words: its kanji runs cut by jieba, each kana a word of its
+# own), by language code and by script alike. Neither is Japanese segmentation, but of the two
+# units there are it is the least wrong: English units split only on spaces, so a Japanese page is
+# a few very long "words" and fails the word rules, as Chinese did before. On 246 real Japanese
+# documents (Debian's manpages-ja, troff markup stripped), in English units and in Chinese ones:
+# gopher_quality keeps 1 and 79, c4_quality 40 and 231, fineweb_quality 35 and 174, and the four ops
+# in a row 0 and 26 (gopher_repetition alone keeps more in English units, 238 and 151: a phrase is
+# one "word" there and nothing repeats). Before, a Japanese document got English units when
+# language ID had set `ja` and Chinese ones when it went by its script. MinHash's character
+# shingles (`dedup.minhash`) are right for Japanese.
+@lru_cache(maxsize=1024)
 def unit_language(lang: str | None) -> str:
-    """The text-unit family for a language code: `zh` (and `zh-*`) for jieba words, `en` for the rest."""
-    return CHINESE if lang and (lang == CHINESE or lang.startswith("zh-") or lang.startswith("zh_")) else "en"
+    """The text-unit family for a language code: `zh` (jieba words) for the languages written
+    without spaces between words (`script.is_unspaced`: Chinese and its varieties, and Japanese),
+    `en` for the rest."""
+    return CHINESE if is_unspaced(lang) else "en"
 
 
-def document_unit_language(language: str, lang: str | None, text: str) -> str:
-    """The text-unit family an op with `language` (`en`, `zh` or `auto`) uses for one document.
-    `auto`: by the document's `lang` when language ID set one, else by its script (`script_language`)."""
-    return unit_language(language if language != "auto" else lang or script_language(text))
+SCRIPT_HEAD_CHARS = 1000  # a document without `lang` goes by the script of its first 1,000 characters
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
-
-
-def script_language(text: str) -> str | None:
-    """For documents no langid has seen: "zh" when most letters of the first 1,000 characters are
-    Han or kana (MinHash shingles them by character, the quality rules count jieba words), else None."""
-    head = text[:1000]
-    cjk = len(_CJK.findall(head))
-    if not cjk:  # most documents: one regex scan, no per-character Python loop
-        return None
-    return "zh" if cjk >= 0.5 * sum(map(str.isalpha, head)) else None
+def unit_languages(language: str, texts: pa.Array | pa.ChunkedArray,
+                   langs: Sequence[str | None] | None = None) -> list[str]:
+    """The text-unit family (`en` or `zh`) an op with `language` (`en`, `zh` or `auto`) uses for each
+    text of a batch. `auto`: by the text's language code (`langs`, the `lang` column) where language
+    ID set one, else by its script (`script.written_unspaced` on its first `SCRIPT_HEAD_CHARS`
+    characters: mostly Han and kana is `zh`). Column-wise: one pass over the texts without a code."""
+    if language != "auto":
+        return [unit_language(language)] * len(texts)
+    out = [unit_language(lang) if lang else None for lang in (langs or [None] * len(texts))]
+    unknown = [i for i, family in enumerate(out) if family is None]
+    if unknown:
+        heads = texts if len(unknown) == len(texts) else texts.take(pa.array(unknown))
+        heads = pc.utf8_slice_codeunits(pc.fill_null(heads, ""), 0, SCRIPT_HEAD_CHARS)
+        for i, unspaced in zip(unknown, written_unspaced(heads).tolist()):
+            out[i] = CHINESE if unspaced else "en"
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -281,8 +304,10 @@ def _han_segmenter():
     return rjieba.cut
 
 
+@lru_cache(maxsize=None)
 def load_segmenter() -> None:
-    """Load jieba's dictionary now (about a second), not on the first Chinese document."""
+    """Load jieba's dictionary now (about a second), not on the first Chinese document: outside
+    any document's time limit, which it would outlast. Once per process."""
     _jieba()
     _han_segmenter()("预热")
 
