@@ -16,8 +16,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from ylink_data.errors import ConfigError
 from ylink_data.schema import DOCUMENT_SCHEMA
-from ylink_data.stages import op_class
+from ylink_data.stages import op_class, validate_stages
 from ylink_data.transform import langid
 
 from ..langid_lines import short_lines
@@ -128,3 +129,15 @@ def test_cli_and_op_agree_with_the_library(lines, tmp_path):
     for lang in sample:
         got = [c for c, t in zip(codes, truth) if t == lang]
         assert sum(c == lang for c in got) / len(got) >= GOAL, lang
+
+
+@pytest.mark.parametrize("variety", sorted(langid.FOLDED))
+def test_a_chinese_variety_in_languages_is_a_config_error(variety):
+    """`wuu` and `yue` are written `zh`, so `languages: [yue]` would drop every document, Cantonese
+    included, without a word: refused before any work, naming the key and the code to use."""
+    with pytest.raises(ConfigError) as caught:
+        validate_stages([{"langid": {"languages": ["en", variety]}}])
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1
+    assert message.startswith("stages[0].langid: languages:") and repr(variety) in message and "use zh" in message
+    validate_stages([{"langid": {"languages": ["en", "zh"]}}])  # what the message says to write

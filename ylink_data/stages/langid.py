@@ -29,12 +29,18 @@ class LangId(MapOp):
     `ja`; hangul: `ko`), other text the model's (`ylink_data.transform.langid` says how and why).
     With `languages`, documents in other languages are dropped (`langid:language`); below
     `min_score`, documents are dropped (`langid:low_score`); the language check comes first.
-    `prefix_chars` is how much of each text is read (0: all of it)."""
+    `prefix_chars` is how much of each text is read (0: all of it). `languages` takes the codes
+    `langid` writes: `yue` or `wuu` is refused (they are written `zh`, so no document would match)."""
 
     name = "langid"
 
     def __init__(self, languages: Strings | None = None, min_score: Fraction = 0.0,
                  prefix_chars: NonNegativeInt = langid.PREFIX_CHARS):
+        for code in languages or []:
+            if code in langid.FOLDED:
+                varieties = " and ".join(sorted(langid.FOLDED))
+                raise ValueError(f"languages: no document is ever labelled {code!r}: langid writes the Chinese "
+                                 f"varieties {varieties} as {langid.FOLDED[code]!r}; use {langid.FOLDED[code]}")
         self.languages = frozenset(languages) if languages is not None else None
         self.min_score = min_score
         self.prefix_chars = prefix_chars
