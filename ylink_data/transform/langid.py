@@ -110,22 +110,32 @@ def model_input(texts: pa.Array | pa.ChunkedArray, prefix_chars: int = PREFIX_CH
     """What the model reads from each text: its first `prefix_chars` characters on one line (fastText
     predicts one line at a time), computed column-wise by Arrow so a long text is never copied into
     Python whole."""
+    return model_input_column(texts, prefix_chars).to_pylist()
+
+
+def model_input_column(texts: pa.Array | pa.ChunkedArray, prefix_chars: int = PREFIX_CHARS) -> pa.Array | pa.ChunkedArray:
+    """`model_input` as an Arrow column."""
     texts = pc.fill_null(texts, "")
     if prefix_chars > 0:
         texts = pc.utf8_slice_codeunits(texts, 0, prefix_chars)
     texts = pc.if_else(pc.utf8_is_upper(texts), pc.utf8_lower(texts), texts)  # capitals only: lowercase
-    return pc.replace_substring(texts, "\n", " ").to_pylist()
+    return pc.replace_substring(texts, "\n", " ")
 
 
-def predict_lines(lines: list[str]) -> tuple[list[str], list[float]]:
-    """Language codes and scores for single-line texts (`model_input`): the script's language where
-    it settles one, else the model's top label that the script allows (see the module docstring).
-    fastText gets whole lists: the open texts in one call, the settled ones in another."""
+def predict_lines(lines: list[str] | pa.Array | pa.ChunkedArray) -> tuple[list[str], list[float]]:
+    """Language codes and scores for single-line texts (`model_input`, as a list or an Arrow column):
+    the script's language where it settles one, else the model's top label that the script allows
+    (see the module docstring). fastText gets whole lists: the open texts in one call, and in one
+    more the settled texts whose score needs the model's probability."""
+    if isinstance(lines, (pa.Array, pa.ChunkedArray)):
+        column, lines = lines, lines.to_pylist()
+    else:
+        column = pa.array(lines, pa.large_string())
     if not lines:
         return [], []
     settled: list[str | None] = [None] * len(lines)
     share = np.zeros(len(lines))
-    cjk_rows = np.flatnonzero(has_cjk(pa.array(lines, pa.large_string())))
+    cjk_rows = np.flatnonzero(has_cjk(column))  # column-wise: only these texts are counted
     langs, shares = script_languages(script_counts([lines[i] for i in cjk_rows]))
     for i, lang, cjk_share in zip(cjk_rows, langs, shares):
         settled[i], share[i] = lang, cjk_share
@@ -145,10 +155,15 @@ def predict_lines(lines: list[str]) -> tuple[list[str], list[float]]:
         left = {code: p for code, p in dist.items() if code not in CJK_LANGUAGES}
         best = max(left, key=left.__getitem__)
         codes[i], scores[i] = best, min(1.0, left[best] / sum(left.values()))
+    # A settled text scores max(the model's probability of its language, its CJK share): a text all in
+    # CJK (share 1) scores 1 whatever the model says, so only mixed texts are asked (the model's full
+    # distribution is most of the time spent on Chinese lines).
     settled_rows = [i for i, lang in enumerate(settled) if lang is not None]
-    for i, dist in zip(settled_rows, _distributions([lines[i] for i in settled_rows], _PROB_FLOOR)):
-        lang = settled[i]
-        codes[i], scores[i] = lang, min(1.0, max(dist.get(lang, 0.0), float(share[i])))
+    mixed = [i for i in settled_rows if share[i] < 1.0]
+    for i in settled_rows:
+        codes[i], scores[i] = settled[i], min(1.0, float(share[i]))
+    for i, dist in zip(mixed, _distributions([lines[i] for i in mixed], _PROB_FLOOR)):
+        scores[i] = min(1.0, max(dist.get(settled[i], 0.0), float(share[i])))
     return codes, scores
 
 
@@ -177,4 +192,4 @@ def predict(texts: list[str] | pa.Array | pa.ChunkedArray,
     """Language codes and scores for any texts (multi-line, long, None): prefix, one line, one call."""
     if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
         texts = pa.array(texts, pa.large_string())
-    return predict_lines(model_input(texts, prefix_chars))
+    return predict_lines(model_input_column(texts, prefix_chars))
