@@ -228,7 +228,6 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
         raise ValueError(f"test_fraction must be between 0 and 1, not {test_fraction}")
     import fasttext
 
-    bucket = trained_bucket(bucket, dim)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     sides = {}
@@ -264,6 +263,7 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
                                       balance_classes=balance_classes, quantize=quantize, cutoff=cutoff, dsub=dsub,
                                       progress=say)
         train_s = time.perf_counter() - t0
+        params["bucket"] = model.bucket  # as trained: raised by `trained_bucket` where it was too small
         model_file = os.path.join(tmp, "model.bin")
         model.save_model(model_file)
         data = open(model_file, "rb").read()
