@@ -2,7 +2,10 @@
 worker, which Python handles only once the C parser returns: a 1.1 MB page of 100,000 nested <div>s
 held its task for 483 s under a 5 s limit. Hostile pages built here (legitimate hostile input) go
 through a real run beside real pages of trafilatura's evaluation set; they must be quarantined with
-reason `timeout` and the real pages extracted exactly as in-process extraction gives them."""
+reason `timeout` and the real pages extracted exactly as in-process extraction gives them.
+
+Found in review of that change: `ylink quality train` still extracted HTML in-process without a
+bound."""
 from __future__ import annotations
 
 import json
@@ -82,3 +85,25 @@ def test_ylink_extract_refuses_a_time_limit_that_is_not_positive(tmp_path, value
     proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", "extract", str(page), "--time-limit", value],
                           capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 2 and "--time-limit" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_quality_train_skips_a_hostile_page_with_a_counted_message(shared_data, tmp_path):
+    """`ylink quality train` reduces HTML pages to their main text as the extract op does, within
+    its time limit: a hostile page among real ones is skipped and said so, and training finishes."""
+    real = real_pages(shared_data)
+    names = sorted(real)
+    for side, picked in (("good", names[:6]), ("bad", names[6:])):
+        (tmp_path / side).mkdir()
+        for name in picked:
+            (tmp_path / side / name).write_bytes(real[name])
+    (tmp_path / "good" / "nested-div.html").write_text(HOSTILE["nested-div.html"])
+    model = tmp_path / "model.bin"
+    proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", "quality", "train",
+                           "--positive", str(tmp_path / "good" / "*.html"), "--negative", str(tmp_path / "bad" / "*.html"),
+                           "--output", str(model)], capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    skipped = [line for line in proc.stderr.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and "--positive: skipped 1 HTML page" in skipped[0], proc.stderr
+    assert "nested-div.html" in skipped[0] and "timeout" in skipped[0]
+    metrics = json.loads(model.with_suffix(".metrics.json").read_text())
+    assert metrics["counts"]["positive_documents"] == 6 and metrics["counts"]["negative_documents"] == len(names) - 6

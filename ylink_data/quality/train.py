@@ -3,8 +3,10 @@
 
 Steps, each a pure function of the inputs and the seed:
 1. Read the examples with the project's readers (paths, globs, URLs; JSONL, Parquet, text, HTML,
-   WARC/WET; HTML pages are reduced to their main text by the default extractor). With `chunk_chars`
-   each document is cut into pieces of about that many characters at line breaks.
+   WARC/WET; HTML pages are reduced to their main text by the default extractor, as the `extract` op
+   does it: in a child process killed at its time limit, so a hostile page is skipped, with a count
+   in the progress messages, instead of holding training for minutes). With `chunk_chars` each
+   document is cut into pieces of about that many characters at line breaks.
 2. Split per class into training and held-out documents (seeded shuffle of the documents: every
    piece of a document lands on the same side, so the held-out score is not inflated by near copies).
 3. Balance the training set (`oversample`: the smaller class is repeated up to the larger's size;
@@ -26,6 +28,7 @@ import hashlib
 import os
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Literal
@@ -37,6 +40,9 @@ from ..config import InputConfig
 from ..errors import InputError
 from ..io.fs import atomic_write, expand_paths, filesystem, write_json
 from ..io.readers import Record, open_split, plan_splits, read_split
+from ..timelimit import DocumentTimeout
+from ..transform.extract import DEFAULT_EXTRACTOR
+from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
 from .model import NEGATIVE, POSITIVE, QualityModel
 from .preprocess import model_line
 
@@ -51,8 +57,11 @@ class Example:
 
 
 def read_examples(paths: list[str], *, storage_options: dict[str, Any] | None = None,
-                  chunk_chars: int | None = None, min_chars: int = 1, what: str = "input") -> list[Example]:
-    """Every document of `paths` (cut into pieces when `chunk_chars` is set), in file order."""
+                  chunk_chars: int | None = None, min_chars: int = 1, what: str = "input",
+                  progress: Progress | None = None) -> list[Example]:
+    """Every document of `paths` (cut into pieces when `chunk_chars` is set), in file order. An HTML
+    page whose extraction fails or takes longer than the extract op's default time limit is left
+    out; `progress` hears how many were and the first one's file, offset and error."""
     options = storage_options or {}
     files = []
     for i, path in enumerate(paths):
@@ -63,25 +72,36 @@ def read_examples(paths: list[str], *, storage_options: dict[str, Any] | None = 
             raise InputError(f"{what}[{i}]: {message}") from None
     cfg = InputConfig(paths=list(paths))
     out: list[Example] = []
-    for split in plan_splits(files, cfg, lambda _: options):
-        with open_split(split, options) as f:
-            for item in read_split(split, f, cfg):
-                if not isinstance(item, Record):
-                    continue
-                text = _main_text(item)
-                group = f"{split.url}@{item.offset}"
-                for piece in (chunk(text, chunk_chars) if chunk_chars else [text]):
-                    if len(piece.strip()) >= min_chars:
-                        out.append(Example(piece, group))
+    skipped: Counter[str] = Counter()
+    first_skipped = ""
+    with ExtractorProcess(DEFAULT_EXTRACTOR) as extractor:  # its process starts with the first HTML page
+        for split in plan_splits(files, cfg, lambda _: options):
+            with open_split(split, options) as f:
+                for item in read_split(split, f, cfg):
+                    if not isinstance(item, Record):
+                        continue
+                    group = f"{split.url}@{item.offset}"
+                    try:
+                        text = _main_text(item, extractor)
+                    except (DocumentTimeout, ExtractorFailed) as exc:
+                        skipped["timeout" if isinstance(exc, DocumentTimeout) else "error"] += 1
+                        first_skipped = first_skipped or f"{public_url(split.url)}@{item.offset}: {exc}"
+                        continue
+                    for piece in (chunk(text, chunk_chars) if chunk_chars else [text]):
+                        if len(piece.strip()) >= min_chars:
+                            out.append(Example(piece, group))
+    if skipped and progress:
+        counts = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+        progress(f"{what}: skipped {sum(skipped.values())} HTML page(s) the extractor could not read "
+                 f"({counts}; first {first_skipped})")
     return out
 
 
-def _main_text(record: Record) -> str:
+def _main_text(record: Record, extractor: ExtractorProcess) -> str:
+    """The record's text; an HTML page's main text, extracted within the extract op's time limit."""
     text = record.decoded()
     if "html" in str(record.metadata.get("content_type") or "").lower():
-        from ..transform.extract import extract_text
-
-        return extract_text(text, record.url)
+        return extractor.extract(text, record.url, DEFAULT_TIME_LIMIT_S)[0]
     return text
 
 
@@ -233,7 +253,8 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
     sides = {}
     for label, paths in ((POSITIVE, positive), (NEGATIVE, negative)):
         what = "--positive" if label == POSITIVE else "--negative"
-        examples = read_examples(paths, storage_options=storage_options, chunk_chars=chunk_chars, what=what)
+        examples = read_examples(paths, storage_options=storage_options, chunk_chars=chunk_chars, what=what,
+                                 progress=say)
         if not examples:
             raise InputError(f"{what}: no documents in {', '.join(map(public_url, paths))}")
         train, test = split_groups(examples, test_fraction, rng, max_docs_per_class)
