@@ -165,9 +165,12 @@ def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[st
     verdicts = [_run_verdict(op_name, r, s, op_stage) for r, s in zip(run_reasons, stages)]
 
     op = build_op(name, full)
-    op.setup()
     docs = _as_documents(sample)
-    result = op.process(docs)
+    try:
+        op.setup()
+        result = op.process(docs)
+    finally:
+        op.teardown()  # what setup started (extract's child process) ends with the preview
     dropped = result.dropped or [None] * docs.num_rows
     errors = result.errors or [None] * docs.num_rows
     preview = [f"error: {e}" if e else d for d, e in zip(dropped, errors)]

@@ -5,18 +5,22 @@ through a real run beside real pages of trafilatura's evaluation set; they must 
 reason `timeout` and the real pages extracted exactly as in-process extraction gives them.
 
 Found in review of that change: `ylink quality train` still extracted HTML in-process without a
-bound."""
+bound, and an op's child process could end only with the op object (no `teardown`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import ylink_data
 from ylink_data.io.charset import decode_html
 from ylink_data.pipeline.stats import check_invariant
+from ylink_data.stages import build_op
 from ylink_data.transform.extract import extract_with_engine
 
 # Each takes minutes in the extractor without a hard bound (measured in-process, bench/RESULTS.md:
@@ -107,3 +111,37 @@ def test_quality_train_skips_a_hostile_page_with_a_counted_message(shared_data, 
     assert "nested-div.html" in skipped[0] and "timeout" in skipped[0]
     metrics = json.loads(model.with_suffix(".metrics.json").read_text())
     assert metrics["counts"]["positive_documents"] == 6 and metrics["counts"]["negative_documents"] == len(names) - 6
+
+
+def html_table(n: int) -> pa.Table:
+    return pa.table({"id": [str(i) for i in range(n)], "text": ["<p>x</p>"] * n,
+                     "metadata": [json.dumps({"content_type": "text/html"})] * n})
+
+
+def extractor_children() -> list[int]:
+    """Process ids of this process's extractor children (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        state = stat.rsplit(")", 1)[1].split()[0]
+        if parent == os.getpid() and state != "Z" and b"ylink_data.transform.extract_process" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads child processes from /proc")
+def test_teardown_ends_the_extractor_process_and_a_preview_leaves_none():
+    before = set(extractor_children())
+    op = build_op("extract", {})
+    op.setup()
+    assert set(extractor_children()) - before  # setup started it
+    op.teardown()
+    assert set(extractor_children()) == before  # ended while the op lives on
+
+    ylink_data.preview_op(html_table(3), "extract", n=3)
+    assert set(extractor_children()) == before

@@ -70,6 +70,10 @@ class Op:
     def setup(self) -> None:
         """Load what is expensive (models, tables) once per worker process, before the first batch."""
 
+    def teardown(self) -> None:
+        """Release what `setup` started (a child process) when the op is done with before its process
+        ends: a preview of one sample. Workers keep their ops for the next task and never call it."""
+
     def storage_options(self, url: str) -> dict[str, Any]:
         """fsspec options for a URL the op reads (a model, a list), from the pipeline's `storage:`;
         the runner replaces this before `setup`."""

@@ -36,6 +36,10 @@ class Extract(DocumentMapper):
     def setup(self) -> None:
         self._extractor().start()
 
+    def teardown(self) -> None:
+        if self._process is not None:
+            self._process.close()
+
     def _extractor(self) -> ExtractorProcess:
         if self._process is None:
             self._process = ExtractorProcess(self.extractor)
