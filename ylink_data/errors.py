@@ -30,3 +30,9 @@ class RunStateError(YlinkError):
 
 class OutputError(YlinkError):
     """The output folder cannot be written: read-only, no permission, or no space left."""
+
+
+class DocumentError(Exception):
+    """One document could not be processed, and the message already says why (the extractor's
+    process answers "ValueError: ..." for a page it raised on): quarantined with the message as it
+    is, where other exceptions get their type name in front."""

@@ -5,7 +5,8 @@ through a real run beside real pages of trafilatura's evaluation set; they must 
 reason `timeout` and the real pages extracted exactly as in-process extraction gives them.
 
 Found in review of that change: `ylink quality train` still extracted HTML in-process without a
-bound, and an op's child process could end only with the op object (no `teardown`)."""
+bound, quarantined extractor errors read "ExtractorFailed: ValueError: ..." instead of "ValueError:
+...", and an op's child process could end only with the op object (no `teardown`)."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ import ylink_data
 from ylink_data.io.charset import decode_html
 from ylink_data.pipeline.stats import check_invariant
 from ylink_data.stages import build_op
+from ylink_data.stages.base import Document
 from ylink_data.transform.extract import extract_with_engine
 
 # Each takes minutes in the extractor without a hard bound (measured in-process, bench/RESULTS.md:
@@ -116,6 +118,24 @@ def test_quality_train_skips_a_hostile_page_with_a_counted_message(shared_data, 
 def html_table(n: int) -> pa.Table:
     return pa.table({"id": [str(i) for i in range(n)], "text": ["<p>x</p>"] * n,
                      "metadata": [json.dumps({"content_type": "text/html"})] * n})
+
+
+def test_an_extractor_error_is_quarantined_as_in_process_extraction_words_it():
+    """The error of a page the extractor raises on is the extractor's own, as before it moved into a
+    child process. The extractors raise on no real page we have except one holding a lone surrogate
+    (resiliparse cannot encode it), which an Arrow batch cannot carry: the op's per-document step
+    gets that page in place of a batch's row."""
+    page = "<html><body><p>caf\ud800</p></body></html>"
+    with pytest.raises(Exception) as in_process:
+        extract_with_engine(page, None)
+    op = build_op("extract", {})
+    op.setup()
+    try:
+        _, _, errors = op.each_document(html_table(1), lambda doc, *args: op.map(
+            Document(doc.id, page, metadata=doc.metadata), *args))
+    finally:
+        op.teardown()
+    assert errors == [f"{type(in_process.value).__name__}: {in_process.value}"]
 
 
 def extractor_children() -> list[int]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import Field
 
+from ..errors import DocumentError
 from ..timelimit import DocumentTimeout, time_limit
 from ..transform import units
 
@@ -136,6 +137,8 @@ class PerDocumentOp(MapOp):
             with time_limit(self.time_limit_s):
                 return fn(doc, *args), None
         except DocumentTimeout as exc:
+            return True, str(exc)
+        except DocumentError as exc:  # already says what failed, e.g. "ValueError: ..." from a child process
             return True, str(exc)
         except Exception as exc:  # one bad document must not stop the task: quarantine it
             return True, f"{type(exc).__name__}: {exc}"

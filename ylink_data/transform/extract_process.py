@@ -30,6 +30,7 @@ import sys
 from multiprocessing.connection import wait  # poll(2): a worker may hold fds past select()'s 1024
 from typing import BinaryIO
 
+from ..errors import DocumentError
 from ..timelimit import DocumentTimeout, time_limit, timeout_message
 from .extract import extract_with_engine, load_extractor
 
@@ -38,8 +39,9 @@ GRACE_S = 0.5  # after the limit, for the child's own alarm to answer before it 
 _START_LIMIT_S = 120.0  # imports and warm-up, on a machine busy with other work
 
 
-class ExtractorFailed(Exception):
-    """The extractor raised on a page (the message is its error), or its process died on it."""
+class ExtractorFailed(DocumentError):
+    """The extractor raised on a page (the message is its error as in-process extraction would write
+    it: "ValueError: ..."), or its process died on it."""
 
 
 class ExtractorProcess:
