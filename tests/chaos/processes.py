@@ -30,6 +30,12 @@ def ylink(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def python(code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -c code args...` with this checkout's ylink_data (and `env` added)."""
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=REPO, env=_env() | (env or {}),
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def start_ylink(*args: str) -> subprocess.Popen:
     return subprocess.Popen([*YLINK, *map(str, args)], cwd=REPO, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

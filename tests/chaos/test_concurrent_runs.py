@@ -9,6 +9,7 @@ folder, so the second one meets it there whatever the machine's speed."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import time
@@ -19,11 +20,11 @@ import yaml
 import ylink_data
 from ylink_data.errors import RunStateError
 from ylink_data.pipeline.layout import RunLayout
-from ylink_data.pipeline.lock import Holder, Lease
+from ylink_data.pipeline.lock import Holder, Lease, LocalLock
 
 from ..conftest import quickstart_config
 from ..s3server import s3_server
-from .processes import finish, signal_group, start_ylink, wait_until, ylink
+from .processes import finish, python, signal_group, start_ylink, wait_until, ylink
 
 SPLIT = 60_000  # the sample crawl becomes a few dozen tasks
 
@@ -102,6 +103,40 @@ def test_a_run_killed_while_holding_the_folder_never_blocks_the_rerun(tmp_path):
     assert f"(host {Holder.me().host}, pid {first.pid}," in rerun.stderr
     assert "ended without releasing its lock" in rerun.stderr and "resuming" in rerun.stderr
     assert not (out / "run.lock").exists()
+
+
+_FORK_THEN_DIE = """
+import os, sys, time
+from ylink_data.pipeline.layout import RunLayout
+from ylink_data.pipeline.lock import LocalLock
+LocalLock(RunLayout.for_url(sys.argv[1], {})).acquire(print)
+child = os.fork()
+if child == 0:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # let the test read the parent's output to its end
+        os.dup2(null, fd)
+    time.sleep(300)  # a process the run forked (a helper, a DataLoader worker), alive after the run
+    os._exit(0)
+print("child", child, flush=True)
+os._exit(0)  # the run dies without releasing its lock, as with kill -9
+"""
+
+
+def test_a_process_forked_by_a_dead_run_does_not_keep_its_lock(tmp_path):
+    """A forked child shares its parent's open files and their flocks: run.lock stayed held by the
+    child of a run killed with -9, and every rerun was refused as long as the child lived."""
+    out = tmp_path / "run"
+    died = python(_FORK_THEN_DIE, out)
+    assert died.returncode == 0, died.stderr
+    child = int(died.stdout.split("child ")[1])
+    try:
+        notes: list[str] = []
+        lock = LocalLock(RunLayout.for_url(str(out), {}))
+        lock.acquire(notes.append)
+        lock.release()
+        assert notes and "ended without releasing its lock; taking over" in notes[0]
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 def test_already_complete_needs_the_manifest_of_this_configuration(ray_session, tmp_path):

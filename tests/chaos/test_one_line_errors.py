@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ..conftest import TEST_DATA, quickstart_config
-from .processes import in_mount_namespace, needs_mount_namespace, ylink_in_mount_namespace
+from .processes import in_mount_namespace, needs_mount_namespace, python, ylink_in_mount_namespace
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +70,17 @@ def test_atomic_write_names_the_folder_and_the_cause_not_its_clean_up(tmp_path, 
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert expected.format(folder=folder) in proc.stdout
     assert "left: []" in proc.stdout  # and no temporary file is left behind
+
+
+def test_a_file_size_limit_is_named_as_no_room_like_a_full_disk(tmp_path):
+    """EFBIG (a file past the process's or the file system's largest file) is the cache's "no
+    room" already: writing a run's output takes the same one line, not a bare OSError."""
+    limited = ("import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))\n" + _ATOMIC_WRITE)
+    proc = python(limited, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert f"no space left for {tmp_path} (File too large)" in proc.stdout
+    assert "left: []" in proc.stdout
 
 
 def test_a_full_disk_is_one_line_without_ray_noise(tmp_path):

@@ -21,6 +21,7 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 
 from ..errors import YlinkError
+from ..io.fs import NO_ROOM  # noqa: F401 -- the cache's modules take it from here
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,6 @@ class DownloadError(YlinkError):
 
 class NoRoomError(YlinkError):
     """A local disk (the cache's, or the temporary folder) has no room for a shard."""
-
-
-# No room on the disk, in the user's quota, or in one file: a disk that cannot hold the shard.
-NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class _NotRetryable(Exception):

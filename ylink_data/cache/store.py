@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..io.fs import filesystem
+from ..io.locks import flock as _flock, is_free as _is_free, unlock as _unlock
 from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
                        sha256_file)
 from ..manifest import ShardRef, is_sha256
@@ -345,61 +346,6 @@ class ShardCache:
 
     def _pin_path(self, key: str) -> Path:
         return self.cache_dir / "locks" / f"{key}.pin"
-
-
-# -- flock helpers -----------------------------------------------------------------------------
-
-_held: set[int] = set()  # descriptors holding a lock, closed in forked children (see below)
-
-
-def _flock(path: Path, operation: int) -> int | None:
-    """Open and flock `path`; None when LOCK_NB and it is taken. A lock file may be removed by
-    eviction while someone waits on it: then the lock taken is on a file no longer there, so retry."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, operation)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            _held.add(fd)
-            return fd
-        os.close(fd)
-
-
-def _unlock(fd: int) -> None:
-    _held.discard(fd)
-    os.close(fd)  # closing the last descriptor of the open file releases its flock
-
-
-def _is_free(path: Path) -> bool:
-    fd = _flock(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    if fd is None:
-        return False
-    _unlock(fd)
-    return True
-
-
-def _close_inherited_locks() -> None:
-    """A forked child shares its parent's open files, and with them their flocks: close the copies
-    (without unlocking, which would release the parent's lock) so that a DataLoader worker forked
-    while a shard was pinned does not keep it pinned for its whole life."""
-    for fd in list(_held):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _held.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 # -- files -------------------------------------------------------------------------------------

@@ -183,7 +183,9 @@ class HashingWriter:
 
 
 _NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# No room on the disk, in the user's quota, or in one file (EFBIG: past the file system's or the
+# process's largest file): the same fix for the user, more space.
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def output_error(exc: BaseException, folder: str) -> OutputError | None:
@@ -191,7 +193,7 @@ def output_error(exc: BaseException, folder: str) -> OutputError | None:
     not ours to write, or full; None for any other failure."""
     if isinstance(exc, PermissionError) or (isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE):
         return OutputError(f"{folder} is not writable ({_reason(exc)}): choose a writable output.path")
-    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+    if isinstance(exc, OSError) and exc.errno in NO_ROOM:
         return OutputError(f"no space left for {folder} ({_reason(exc)}): free some space, then rerun the "
                            "same command to resume (finished work is kept)")
     return None

@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 from ..errors import RunStateError
 from ..io.fs import is_local, writing_into
+from ..io.locks import flock, unlock
 from .layout import RunLayout
 
 LEASE_TTL_S = 60.0  # a dead holder's lease on an object store blocks other hosts this long
@@ -91,6 +92,15 @@ def _condition_failed(exc: OSError) -> bool:
     return response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict")
 
 
+def _holder_in(path: str) -> Holder | None:
+    """Who a held lock file says holds it (it may be gone or half-written already)."""
+    try:
+        with open(path, "rb") as f:
+            return Holder.parse(f.read(4096))
+    except OSError:
+        return None
+
+
 def _busy(layout: RunLayout, holder: Holder | None) -> RunStateError:
     who = f" ({holder.describe()})" if holder else ""
     return RunStateError(f"output.path {layout.url} is in use by another ylink run{who}; wait for it to "
@@ -141,37 +151,20 @@ class LocalLock(FolderLock):
         import fcntl
 
         os.makedirs(self.layout.root, exist_ok=True)
-        while self.fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = Holder.parse(os.pread(fd, 4096, 0))
-                os.close(fd)
-                raise _busy(self.layout, holder) from None
-            # A releasing holder unlinks the file before unlocking it: if we locked a file that is
-            # no longer at the path, the next holder has a new one. Try again.
-            if not self._still_linked(fd):
-                os.close(fd)
-                continue
-            self.fd = fd
+        self.fd = flock(self.path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if self.fd is None:
+            raise _busy(self.layout, _holder_in(self.path))
         previous = Holder.parse(os.pread(self.fd, 4096, 0))
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, Holder.me().encode(), 0)
         return previous
 
-    def _still_linked(self, fd: int) -> bool:
-        try:
-            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            return False
-
     def release(self) -> None:
         if self.fd is None:
             return
         with contextlib.suppress(OSError):
-            os.remove(self.path)  # while still locked: see `_still_linked`
-        os.close(self.fd)
+            os.remove(self.path)  # while still locked: a run that opened it meanwhile retries on a new file
+        unlock(self.fd)
         self.fd = None
 
 
