@@ -120,3 +120,18 @@ def test_config_errors_name_the_op(tmp_path):
         load_config(base | {"stages": [{"quality_classifier": {"min_score": 0.5, "tiers": {"a": 0.5}}}]})
     with pytest.raises(ConfigError, match=r"tiers: give names"):
         load_config(base | {"stages": [{"quality_classifier": {"tiers": {"a/b": 0.5}}}]})
+
+
+def test_tiers_after_an_op_that_drops_a_whole_batch(ray_session, tmp_path):
+    """langid drops every document of some batches of the sample crawl: such an empty batch never
+    reached quality_classifier, lacked its `quality_tier` column, and failed the task (KeyError)."""
+    from .conftest import quickstart_config
+
+    cfg = quickstart_config(tmp_path / "run", input__split_bytes=60_000)
+    cfg["stages"] = [{"extract": {}}, {"langid": {"languages": ["zh"], "min_score": 0.5}},
+                     {"quality_classifier": {"tiers": {"high": 0.5, "low": 0.0}}}]
+    out, stats = ylink_data.run(cfg, progress=False)
+    langid = stats["stages"][2]
+    assert check_invariant(stats) is None and langid["name"] == "langid" and langid["out"] < langid["in"]
+    manifest = ylink_data.open_run(out).manifest
+    assert sum(t["rows"] for t in manifest["tiers"].values()) == stats["output_records"] > 0

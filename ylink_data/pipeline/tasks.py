@@ -102,6 +102,8 @@ class TaskOutput:
         if self.tiers is None:
             self.kept[None].write(table)
             return
+        if table.num_rows == 0:  # a batch an op dropped whole: it may lack the column ops add
+            return
         column = table.column(self.tiers[0])
         for tier, writer in self.kept.items():
             writer.write(table.filter(pc.equal(column, tier)))
