@@ -25,9 +25,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def ylink(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*YLINK, *map(str, args)], cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=timeout)
+def ylink(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*YLINK, *map(str, args)], cwd=REPO, env=_env() | (env or {}), capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def python(code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -7,6 +7,8 @@ OUTPUT/
   run.json                   the config (credentials removed), its fingerprint and the inputs
   quarantine/*.jsonl         records that could not be read or processed
   rejected/*.parquet         dropped documents with their reason (keep_rejected: true)
+  tiers/<tier>/              with output tiers: each tier's data/ and manifest.json (a run of its own
+                             for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts and completion markers; removed on success
   run.lock                   held by the run in progress (see lock.py); removed when it ends
 """
@@ -19,9 +21,10 @@ import fsspec
 
 from ..io.fs import filesystem, join
 
-# What --fresh removes, in this order: the proofs of completion first, run.json (which config the
-# folder holds) last, so that a removal stopped half-way (kill -9) never leaves a manifest that
-# lists deleted shards, and a rerun of either config finds out what the folder holds.
+# What a run writes, in the order --fresh removes it (after `withdraw_manifests`): the proofs of
+# completion first, run.json (which config the folder holds) last, so that a removal stopped
+# half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
+# config finds out what the folder holds.
 OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "quarantine", "rejected",
                "run.json")
 LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held
@@ -133,15 +136,32 @@ class RunLayout:
             return {}
         return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size") for e in entries if e.get("type") == "file"}
 
-    def remove_run(self) -> None:
-        """Remove what a run wrote (never foreign entries, never the lock), in OWN_ENTRIES order.
-        In _work/ the completion markers go first, so that no marker outlives the parts it lists."""
-        for name in OWN_ENTRIES:
-            path = self.path(name)
-            if name == "_work" and self.fs.exists(path):
-                for marker in self.fs.glob(self.work("phase*", "done")) + self.fs.glob(self.work("phase*", "resolved.json")):
-                    self.fs.rm(marker, recursive=True)
-                if self.fs.exists(self.work("publish")):
-                    self.fs.rm(self.work("publish"), recursive=True)
+    def withdraw_manifests(self) -> None:
+        """Delete every proof of completion: manifest.json, then each tier's (tiers/<t>/manifest.json,
+        which open_run and ShardLoader read as a run of its own). First of all whenever shards may
+        go or change, so that no manifest ever lists a missing shard."""
+        tiers = self.path("tiers", "*", "manifest.json")
+        self.fs.invalidate_cache(self.path("tiers"))  # object stores: list what is there now
+        for path in [self.manifest, *sorted(self.fs.glob(tiers))]:
             if self.fs.exists(path):
-                self.fs.rm(path, recursive=True)
+                self.fs.rm(path)
+
+    def remove_work(self) -> None:
+        """Remove _work/, its completion markers first, so that no marker outlives the parts it lists."""
+        if not self.fs.exists(self.work()):
+            return
+        for marker in self.fs.glob(self.work("phase*", "done")) + self.fs.glob(self.work("phase*", "resolved.json")):
+            self.fs.rm(marker, recursive=True)
+        if self.fs.exists(self.work("publish")):
+            self.fs.rm(self.work("publish"), recursive=True)
+        self.fs.rm(self.work(), recursive=True)
+
+    def remove_run(self) -> None:
+        """Remove what a run wrote (never foreign entries, never the lock): every manifest first, then
+        OWN_ENTRIES in order."""
+        self.withdraw_manifests()
+        for name in OWN_ENTRIES:
+            if name == "_work":
+                self.remove_work()
+            elif self.fs.exists(self.path(name)):
+                self.fs.rm(self.path(name), recursive=True)

@@ -82,7 +82,7 @@ class Runner:
             return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
-        done = self._check_output_folder(plan)
+        done = self._check_output_folder(plan, lock)
         if done is not None:
             return done
         write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
@@ -113,7 +113,7 @@ class Runner:
         if self.tiers:
             manifest["tiers"] = self._write_tier_manifests(manifest)
         write_json(self.layout.fs, self.layout.manifest, manifest)
-        self._clean_work()
+        self.layout.remove_work()
         self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
@@ -150,7 +150,7 @@ class Runner:
 
     # ------------------------------------------------------------------ output folder state
 
-    def _check_output_folder(self, plan: _Plan) -> RunResult | None:
+    def _check_output_folder(self, plan: _Plan, lock: FolderLock) -> RunResult | None:
         """Refuse to mix runs: a different config in the same folder needs --fresh. Returns the
         finished run when this exact run is already complete."""
         layout = self.layout
@@ -164,7 +164,7 @@ class Runner:
                 if not self.fresh:
                     raise RunStateError(f"output.path {layout.url} holds a run without run.json; "
                                         "rerun with --fresh to replace it")
-                self._remove_run()
+                self._remove_run(lock)
             return None
         same = previous.get("fingerprint") == plan.fingerprint
         if not same and not self.fresh:
@@ -173,7 +173,7 @@ class Runner:
             raise RunStateError(f"output.path {layout.url} holds a run of a different configuration "
                                 f"(changed: {what}); rerun with --fresh to replace it, or choose another output.path")
         if self.fresh:
-            self._remove_run()
+            self._remove_run(lock)
             return None
         manifest = load_marker(layout, layout.manifest)
         if manifest is not None:
@@ -182,17 +182,24 @@ class Runner:
                                     "configuration than its run.json; rerun with --fresh to replace it")
             missing = layout.missing_shards(manifest)
             if not missing:
-                self._clean_work()
+                layout.remove_work()
                 self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
                 return RunResult(layout.url, read_json(layout.fs, layout.stats))
-            # A manifest must never list missing shards: withdraw it, then redo what is missing.
-            layout.fs.rm(layout.manifest)
+            # A manifest must never list missing shards: withdraw them all (the tiers' too). A finished
+            # run keeps no _work/ to publish from, so the whole pipeline runs again; a _work/ left by an
+            # interrupted clean-up goes too, as its publish markers would vouch for the missing shards.
+            lock.check()
+            with writing_into(layout.url):
+                layout.withdraw_manifests()
+                layout.remove_work()
             self.progress.note(f"{layout.url}: {len(missing)} shard(s) listed in manifest.json are missing or "
-                               f"changed ({', '.join(missing[:3])}); running the rest again")
+                               f"changed ({', '.join(missing[:3])}); running the pipeline again")
+            return None
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
 
-    def _remove_run(self) -> None:
+    def _remove_run(self, lock: FolderLock) -> None:
+        lock.check()
         with writing_into(self.layout.url):
             self.layout.remove_run()
 
@@ -210,10 +217,6 @@ class Runner:
         if len(nodes) > 1 and is_local(self.layout.fs):
             self.progress.note(f"warning: output.path {self.layout.url} is a local path and this Ray cluster has "
                                f"{len(nodes)} nodes: every node must see it (a shared file system), or use s3://...")
-
-    def _clean_work(self) -> None:
-        if self.layout.exists(self.layout.work()):
-            self.layout.fs.rm(self.layout.work(), recursive=True)
 
     # ------------------------------------------------------------------ phases
 
