@@ -247,3 +247,22 @@ def test_s3_the_holder_renews_its_lease_and_notices_when_it_is_lost(s3):
     finally:
         holder.release()
     assert fs.exists(key)  # a lease that is not ours is never deleted
+
+
+def test_a_lease_on_a_store_without_conditional_writes_is_read_again_before_each_irreversible_step():
+    """memory:// has no conditional write, like many object stores: two runs can each write their
+    lease and read it back before the other writes. The one whose lease was overwritten went on
+    believing it held the folder until its next renewal (15 s), through --fresh's removal of the old
+    run and the manifest write; it must find out at its next irreversible step."""
+    layout = RunLayout.for_url("memory://no-conditions/run", {})
+    first = Lease(layout)
+    first.acquire(print)
+    try:
+        first.check()  # its own lease, read back: held
+        layout.fs.pipe_file(layout.lock, _foreign_lease(time.time() + 3600))  # the other run wrote last
+        with pytest.raises(RunStateError, match=r"lost its lease on memory://no-conditions/run \(taken over by "
+                                                r"host other-host, pid 4242, since "):
+            first.check()
+    finally:
+        first.release()
+    assert Holder.parse(layout.fs.cat_file(layout.lock)).host == "other-host"  # and leaves it alone

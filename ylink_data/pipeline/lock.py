@@ -5,10 +5,21 @@ line that says who holds it.
 - Local folders: `flock` on the file. The kernel releases it when the holder dies (kill -9
   included), so a lock is never stale; the file's content (host, pid, since) is only for messages.
 - Object stores (s3://, gs://...): a lease object {owner, host, pid, since, expires} that the holder
-  renews from a background thread. It is taken with a conditional write where the store offers one
-  (S3: If-None-Match to create, If-Match on the ETag read to take over) and always verified by
-  reading it back. A lease past its expiry, or one whose holder is a dead process on this machine,
-  is stale: the next run takes it over and says so.
+  renews from a background thread. A lease past its expiry, or one whose holder is a dead process
+  on this machine, is stale: the next run takes it over and says so.
+
+How exclusive a lease is depends on what the store can do in one request:
+- S3 (and stores that speak its conditional writes): exclusive. The lease is created with
+  If-None-Match and taken over or renewed with If-Match on the ETag read just before: of two runs
+  that try at once, the store lets one win.
+- GCS: creating the lease is exclusive (gcsfs creates with ifGenerationMatch=0); taking over a
+  stale one is not, as gcsfs cannot make an overwrite conditional.
+- Other stores, and a take-over on GCS: the last writer wins, and reading the lease back after
+  writing it narrows the race but does not close it: two runs that write within moments of each
+  other may both read their own lease back. So the holder reads the lease again before each step
+  that cannot be undone (removing the old run, withdrawing manifests, writing the manifest):
+  of two such runs, every one but the last writer stops there, with one line, having changed
+  nothing; what can still interleave are the moments between that read and the step.
 """
 from __future__ import annotations
 
@@ -82,6 +93,10 @@ def _node() -> str:
         return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
     except OSError:
         return ""
+
+
+def _protocols(fs) -> set[str]:
+    return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
 
 
 def _condition_failed(exc: OSError) -> bool:
@@ -193,13 +208,14 @@ class Lease(FolderLock):
         return Holder.parse(data), etag, True
 
     def _write(self, create: bool, etag: str | None) -> bool:
-        """Write our lease: only if none exists (`create`), or only over the object with `etag`.
+        """Write our lease: only if none exists (`create`), or only over the object with `etag`,
+        where the store can make that condition part of the write (see the module's docstring).
         False when the condition failed (someone else wrote first)."""
         lease = dataclasses.replace(self.me, expires=time.time() + self.ttl_s)
         kwargs = {}
         if create:
-            kwargs["mode"] = "create"  # S3: If-None-Match; other stores: a check, then the write
-        elif etag and "s3" in self.fs.protocol:
+            kwargs["mode"] = "create"  # S3: If-None-Match; GCS: ifGenerationMatch=0; others: check, then write
+        elif etag and _protocols(self.fs) & {"s3", "s3a"}:
             kwargs["IfMatch"] = etag
         try:
             self.fs.pipe_file(self.path, lease.encode(), **kwargs)
@@ -239,8 +255,8 @@ class Lease(FolderLock):
         while not self._stop.wait(self.ttl_s / 4):  # three renewals may fail before the lease runs out
             try:
                 holder, etag, _ = self._read()
-                if holder is None or holder.owner != self.me.owner:
-                    self.lost = f"taken over by {holder.describe()}" if holder else "its lease object was deleted"
+                self.lost = self._not_ours(holder)
+                if self.lost is not None:
                     return
                 if not self._write(create=False, etag=etag):
                     self.lost = "taken over by another run"
@@ -251,11 +267,24 @@ class Lease(FolderLock):
                     return
 
     def check(self) -> None:
+        """Read the lease afresh: on a store without conditional writes another run may have
+        written its own over ours since the last renewal."""
         if self.lost is None and time.time() > self.me.expires:
             self.lost = "it could not be renewed before it expired"
+        if self.lost is None:
+            try:
+                self.lost = self._not_ours(self._read()[0])
+            except Exception as exc:  # noqa: BLE001 -- a lease that cannot be read is not known to be held
+                self.lost = f"it could not be read back: {type(exc).__name__}"
         if self.lost is not None:
             raise RunStateError(f"this run lost its lease on {self.layout.url} ({self.lost}): nothing was "
                                 "published; rerun the same command to resume")
+
+    def _not_ours(self, holder: Holder | None) -> str | None:
+        """Why the lease as read is not this run's; None when it is."""
+        if holder is None:
+            return "its lease object was deleted"
+        return None if holder.owner == self.me.owner else f"taken over by {holder.describe()}"
 
     def release(self) -> None:
         self._stop.set()
