@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ..conftest import TEST_DATA, quickstart_config
-from .processes import in_mount_namespace, needs_mount_namespace, python, ylink_in_mount_namespace
+from .processes import in_mount_namespace, needs_mount_namespace, python, ylink, ylink_in_mount_namespace
 
 
 @pytest.fixture(autouse=True)
@@ -90,6 +90,22 @@ def test_a_full_disk_is_one_line_without_ray_noise(tmp_path):
                                               "run", _pipeline(tmp_path, full / "run"), "--no-progress"))
     assert "No space left on device" in line and "rerun the same command to resume" in line
 
+
+
+def test_a_worker_that_dies_under_its_task_is_one_line(tmp_path):
+    """A worker process killed under its task (the OOM killer, a crash in C code) ended the run, once
+    Ray's retries ran out, with WorkerCrashedError's traceback: only errors a task raised were one
+    line. The worker dies for real here (YLINK_TEST_CRASH_TASK: it exits on the spot), every retry."""
+    pipeline = _pipeline(tmp_path, tmp_path / "run")
+    proc = ylink("run", pipeline, "--no-progress", env={"YLINK_TEST_CRASH_TASK": "1"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ylink:")]  # the rest: Ray's retries
+    assert len(errors) == 1 and errors[0] == proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert errors[0].startswith("ylink: error: phase 0 task 1 (") and "failed: WorkerCrashedError: " in errors[0]
+    assert errors[0].endswith("(finished work is kept: rerun the same command to resume)")
+
+    rerun = ylink("run", pipeline, "--no-progress")
+    assert rerun.returncode == 0 and "resuming" in rerun.stderr, rerun.stderr
 
 
 def test_a_folder_given_as_a_file_is_one_line(tmp_path):

@@ -359,7 +359,10 @@ class Runner:
                     result = ray.get(ref)
                 except Exception as exc:
                     _settle(in_flight)
-                    if not isinstance(exc, ray.exceptions.RayTaskError):
+                    # Every failure Ray reports is one line: an error the task raised, and as well a
+                    # worker that died under it (OOM killer, segfault) once its retries ran out, an
+                    # object lost with its node...
+                    if not isinstance(exc, ray.exceptions.RayError):
                         raise
                     cause = exc.cause if getattr(exc, "cause", None) is not None else exc
                     if isinstance(cause, YlinkError):

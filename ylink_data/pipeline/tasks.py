@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -30,6 +31,7 @@ from .stats import TaskStats
 BATCH_DOCS = 2048
 BATCH_TEXT_BYTES = 8 * 1024 * 1024
 DECISION_COLUMNS = ("task", "row", "reason")
+CRASH_TASK_ENV, CRASH_EXIT_CODE = "YLINK_TEST_CRASH_TASK", 137  # see _crash_if_asked
 
 
 @dataclass
@@ -123,6 +125,7 @@ class TaskOutput:
 
 def execute_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one task to completion and return (and persist) its completion marker."""
+    _crash_if_asked(spec)
     layout = RunLayout.for_url(spec.cfg.output.path, spec.cfg.storage_options(spec.cfg.output.path))
     stats = TaskStats()
     out = TaskOutput(layout, spec)
@@ -148,6 +151,14 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
               "quarantined": out.quarantined}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker
+
+
+def _crash_if_asked(spec: TaskSpec) -> None:
+    """Fault injection for tests (DEVELOPERS.md): with YLINK_TEST_CRASH_TASK=N in the environment,
+    the worker process that runs phase 0's task N dies on the spot, as one the kernel's OOM killer
+    took would, and so does every retry."""
+    if spec.phase.index == 0 and os.environ.get(CRASH_TASK_ENV) == str(spec.task):
+        os._exit(CRASH_EXIT_CODE)
 
 
 # ----------------------------------------------------------------------------- sources
