@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, YlinkError
-from .redaction import redact, redact_text
+from .redaction import Redactor, redact_text
 
 MiB = 1024 * 1024
 INPUT_FORMATS = ("auto", "warc", "wet", "jsonl", "parquet", "text", "html")
@@ -35,15 +35,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
-def _not_blank(path: str) -> str:
-    # An empty path would name the working directory and read it recursively (`--set input.paths=`).
-    if not path.strip():
-        raise PydanticCustomError("empty_path", "empty path: name a file, folder, glob or URL")
-    return path
+def _not_blank(what: str) -> AfterValidator:
+    """An empty path names the working directory: `--set input.paths=` read it recursively, and
+    `--set output.path=` made it the output folder."""
+    def check(path: str) -> str:
+        if not path.strip():
+            raise PydanticCustomError("empty_path", f"empty path: name {what}")
+        return path
+    return AfterValidator(check)
 
 
 class InputConfig(_Strict):
-    paths: list[Annotated[str, AfterValidator(_not_blank)]] = Field(min_length=1)
+    paths: list[Annotated[str, _not_blank("a file, folder, glob or URL")]] = Field(min_length=1)
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html"] = "auto"
     # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
     text_field: str | None = None
@@ -62,7 +65,7 @@ class InputConfig(_Strict):
 
 
 class OutputConfig(_Strict):
-    path: str
+    path: Annotated[str, _not_blank("a folder or URL")]
     keep_rejected: bool = False
     shard_bytes: int = Field(128 * MiB, gt=0)
     compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
@@ -83,8 +86,8 @@ class PipelineConfig(_Strict):
     storage: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Resolved stage list: (op name, validated params), filled in by `validate_config`.
     ops: list[tuple[str, dict[str, Any]]] = Field(default_factory=list, exclude=True)
-    # The values `${VAR}` expanded to: credentials, masked wherever the config is written or shown.
-    _env_values: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    # Masks credentials, the values `${VAR}` expanded to included, wherever the config is written or shown.
+    _redactor: Redactor = PrivateAttr(default_factory=Redactor)
 
     def storage_options(self, url: str) -> dict[str, Any]:
         """fsspec options for `url`'s protocol (`storage: {s3: {...}}`)."""
@@ -97,7 +100,7 @@ class PipelineConfig(_Strict):
     def redact(self, value: Any) -> Any:
         """`value` (a dump of this config, a message, a URL) with every credential masked, the
         values read from the environment included: fit for run.json, reports, logs and the console."""
-        return redact(value, self._env_values)
+        return self._redactor.redact(value)
 
     @contextlib.contextmanager
     def redacting_errors(self) -> Iterator[None]:
@@ -153,7 +156,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     if problems:
         raise ConfigError([redact_text(p, env.values) for p in problems], source)
     cfg.ops = ops
-    cfg._env_values = frozenset(env.values)
+    cfg._redactor = Redactor.knowing(env.values)
     if cfg.output.path.startswith("memory://"):
         raise ConfigError(
             "output.path: memory:// lives in one process and Ray workers cannot see it; "
@@ -349,21 +352,17 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 class _EnvExpansion:
     """`${VAR}` in storage options reads the environment, so credentials stay out of YAML files.
-    `values` collects what was put in: each is treated as a credential from then on. A dict or
-    list met twice (shared by YAML aliases or by Python references) is expanded once and stays
-    shared, so that sharing never multiplies the work."""
+    `values` collects what was put in: each is treated as a credential from then on. Values shared
+    by YAML aliases are expanded once per use: the loader already bounds what aliases add."""
 
     def __init__(self) -> None:
         self.values: set[str] = set()
-        self._done: dict[int, Any] = {}
 
     def expand(self, value: Any) -> Any:
-        if isinstance(value, (dict, list)):
-            if id(value) not in self._done:
-                self._done[id(value)] = (
-                    {k: self.expand(v) for k, v in value.items()} if isinstance(value, dict)
-                    else [self.expand(v) for v in value])
-            return self._done[id(value)]
+        if isinstance(value, dict):
+            return {k: self.expand(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.expand(v) for v in value]
         if isinstance(value, str):
             return _ENV_REF.sub(self._lookup, value)
         return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 MASK = "***"
@@ -53,13 +54,32 @@ def is_secret_key(name: str) -> bool:
     return any(w in _SECRET_WORDS for w in words) or "".join(words) in _SECRET_WORDS
 
 
+@dataclass(frozen=True)
+class Redactor:
+    """`redact` and `redact_text` with the `known` values (from the environment) prepared once:
+    for a caller that redacts many values, such as every quarantine entry of a run."""
+
+    known: tuple[str, ...] = ()
+
+    @classmethod
+    def knowing(cls, values: Iterable[str]) -> "Redactor":
+        # Longest first, so that a value containing another is masked whole.
+        return cls(tuple(sorted({v for v in values if len(v) >= MIN_KNOWN_CHARS}, key=len, reverse=True)))
+
+    def redact(self, value: Any) -> Any:
+        return _redact(value, self.known)
+
+    def redact_text(self, text: str) -> str:
+        return _redact_text(text, self.known)
+
+
 def redact(value: Any, known: Iterable[str] = ()) -> Any:
     """`value` (nested dicts and lists, e.g. a config dump) with every credential masked: values of
     secret-looking keys whole, and secrets inside any string (see `redact_text`)."""
-    return _redact(value, _known(known))
+    return Redactor.knowing(known).redact(value)
 
 
-def _redact(value: Any, known: list[str]) -> Any:
+def _redact(value: Any, known: tuple[str, ...]) -> Any:
     if isinstance(value, dict):
         return {k: MASK if is_secret_key(str(k)) and _is_set(v) else _redact(v, known)
                 for k, v in value.items()}
@@ -78,10 +98,10 @@ def _is_set(value: Any) -> bool:
 def redact_text(text: str, known: Iterable[str] = ()) -> str:
     """`text` (a message, a URL, a string value) with the `known` values (from the environment),
     URL user:password, secret name=value pairs, `Bearer ...` and token shapes masked."""
-    return _redact_text(text, _known(known))
+    return Redactor.knowing(known).redact_text(text)
 
 
-def _redact_text(text: str, known: list[str]) -> str:
+def _redact_text(text: str, known: tuple[str, ...]) -> str:
     for value in known:
         text = text.replace(value, MASK)
     text = _mask_pairs(_mask_userinfo(text))
@@ -104,11 +124,6 @@ def _mask_userinfo(text: str) -> str:
 
 def _mask_pairs(text: str) -> str:
     return _PAIR.sub(lambda m: f"{m[1]}={MASK}" if is_secret_key(m[1]) else m[0], text)
-
-
-def _known(values: Iterable[str]) -> list[str]:
-    # Longest first, so that a value containing another is masked whole.
-    return sorted({v for v in values if len(v) >= MIN_KNOWN_CHARS}, key=len, reverse=True)
 
 
 class RedactingFilter(logging.Filter):

@@ -92,3 +92,12 @@ def test_an_empty_input_path_is_refused_naming_its_key(setting, key, tmp_path):
     assert checked.returncode == 2
     lines = checked.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{key}: empty path" in lines[0], checked.stderr
+
+
+def test_an_empty_output_path_is_refused_naming_its_key(tmp_path):
+    """`--set output.path=` passed validation and made the working directory the output folder
+    (run.lock, then the run's files, among the user's own)."""
+    checked = ylink("validate", REPO / "pipelines" / "quickstart.yaml", "--set", "output.path=")
+    assert checked.returncode == 2, checked.stdout
+    lines = checked.stderr.strip().splitlines()
+    assert len(lines) == 1 and "output.path: empty path: name a folder or URL" in lines[0], checked.stderr
