@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ylink_data.errors import InputError
+import ylink_data
+from ylink_data.errors import InputError, RunStateError
 from ylink_data.io.fs import expand_paths
 from ylink_data.redaction import MASK, redact, redact_text, redact_url
 
@@ -232,3 +233,27 @@ def test_inputs_alike_once_redacted_are_refused_unless_only_credentials_differ(t
 
         rotated = expand_paths([signed("reader:pw-one", "sig-one"), signed("reader:pw-two", "sig-two")], lambda _: {})
         assert len(rotated) == 1 and redact_url(rotated[0].url) == redact_url(signed("reader:pw-one", "sig-one"))
+
+
+def test_a_rerun_with_credentials_in_its_config_resumes_and_names_only_what_changed(ray_session, tmp_path,
+                                                                                     monkeypatch, capfd):
+    """run.json holds the fingerprinted configuration redacted, and the refusal's "changed:" list
+    compared it with the configuration as read: an op parameter holding a credential always counted
+    as changed. The fingerprint itself is of the configuration as read, the same on every run."""
+    monkeypatch.setenv("YLINK_T_STORAGE_KEY", "storage-key-planted-31")
+    out = tmp_path / "run"
+    cfg = {"name": "creds", "input": {"paths": [str(SAMPLES / WARC)]},
+           "output": {"path": str(out), "shard_bytes": 1 << 20},
+           "stages": [{"url_filter": {"blocked_urls": ["https://reader:list-pw-planted@lists.example/private"]}}],
+           "storage": {"s3": {"key": "${YLINK_T_STORAGE_KEY}"}}}
+    ylink_data.run(cfg, progress=False)
+    written = (out / "run.json").read_text()
+    assert "list-pw-planted" not in written and "storage-key-planted-31" not in written
+
+    capfd.readouterr()
+    ylink_data.run(cfg, progress=False)
+    assert "already complete (same configuration)" in capfd.readouterr().err
+
+    changed = {**cfg, "output": {**cfg["output"], "shard_bytes": 2 << 20}}
+    with pytest.raises(RunStateError, match=r"a different configuration \(changed: output\);"):
+        ylink_data.run(changed, progress=False)

@@ -168,7 +168,10 @@ class Runner:
             return None
         same = previous.get("fingerprint") == plan.fingerprint
         if not same and not self.fresh:
-            changed = [k for k, v in plan.fingerprinted.items() if previous.get("fingerprinted", {}).get(k) != v]
+            # run.json holds it redacted and through JSON: compare like with like, or a parameter
+            # that holds a credential would always count as changed.
+            now = json.loads(json.dumps(self.cfg.redact(plan.fingerprinted), default=str))
+            changed = [k for k, v in now.items() if previous.get("fingerprinted", {}).get(k) != v]
             what = ", ".join(changed) or "the configuration"
             raise RunStateError(f"output.path {layout.url} holds a run of a different configuration "
                                 f"(changed: {what}); rerun with --fresh to replace it, or choose another output.path")
