@@ -9,6 +9,7 @@ then every file of the output folder and everything the commands printed is sear
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -21,8 +22,10 @@ import pytest
 import yaml
 
 import ylink_data
+from ylink_data.config import load_config
 from ylink_data.errors import InputError, RunStateError
 from ylink_data.io.fs import expand_paths
+from ylink_data.report.gather import gather, thresholds
 from ylink_data.redaction import MASK, redact, redact_text, redact_url
 
 from ..conftest import REPO, SAMPLES
@@ -257,3 +260,45 @@ def test_a_rerun_with_credentials_in_its_config_resumes_and_names_only_what_chan
     changed = {**cfg, "output": {**cfg["output"], "shard_bytes": 2 << 20}}
     with pytest.raises(RunStateError, match=r"a different configuration \(changed: output\);"):
         ylink_data.run(changed, progress=False)
+
+
+def test_the_report_keeps_the_thresholds_of_a_run_whose_parameters_redaction_masked(ray_session, tmp_path,
+                                                                                    monkeypatch):
+    """The report rebuilds the run's ops from run.json, where parameters are redacted: with R2's
+    `region_name: auto` read from the environment, every "auto" is masked, gopher_quality's
+    `language: auto` included. Its thresholds are still the run's: they are numbers, masked only
+    under a secret-looking name, and no op parameter has one."""
+    from ylink_data.redaction import is_secret_key
+    from ylink_data.stages import REGISTRY, _load_ops
+
+    _load_ops()
+    assert len(REGISTRY) >= 12 and not [f"{name}.{p}" for name, cls in REGISTRY.items()
+                                        for p in inspect.signature(cls.__init__).parameters if is_secret_key(p)]
+    monkeypatch.setenv("YLINK_T_REGION", "auto")
+    cfg = {"name": "masked", "input": {"paths": [str(SAMPLES / WARC)]}, "output": {"path": str(tmp_path / "run")},
+           "stages": [{"extract": {}}, {"gopher_quality": {"annotate": True}}],
+           "storage": {"s3": {"region_name": "${YLINK_T_REGION}"}}}
+    out, _ = ylink_data.run(cfg, progress=False)
+    assert '"language": "***"' in (tmp_path / "run" / "run.json").read_text()
+
+    data = gather(ylink_data.open_run(out))
+    as_read = {"fingerprinted": {"stages": [[name, params] for name, params in load_config(cfg).ops]}}
+    expected = thresholds(as_read, list(data.numeric))
+    assert expected and data.thresholds == expected
+
+
+def test_the_report_redacts_the_quarantine_entries_it_shows_of_an_older_run(ray_session, tmp_path):
+    """Workers redact quarantine entries as they write them; a run written before that may hold
+    credentials, and the report shows its first entries redacted (and counts them all)."""
+    cfg = {"name": "older", "input": {"paths": [str(SAMPLES / WARC)]}, "output": {"path": str(tmp_path / "run")},
+           "stages": []}
+    out, _ = ylink_data.run(cfg, progress=False)
+    (tmp_path / "run" / "quarantine").mkdir(exist_ok=True)
+    entry = {"file": "https://reader:old-pw-planted@host.example/a.warc.gz", "offset": 7, "stage": "read",
+             "reason": "unreadable", "error": "GET https://host.example/a?sig=old-sig-planted failed"}
+    (tmp_path / "run" / "quarantine" / "phase0-task-99999.jsonl").write_text(json.dumps(entry) + "\n")
+
+    data = gather(ylink_data.open_run(out))
+    shown = json.dumps(data.quarantine)
+    assert "old-pw-planted" not in shown and "old-sig-planted" not in shown and "host.example" in shown
+    assert data.quarantine_counts[("read", "unreadable")] >= 1

@@ -25,6 +25,7 @@ from .sampling import BottomK, file_schema, iter_batches, kept_files, rejected_f
 SCORE_COLUMNS = ("lang_score", "quality_score")
 DUP_COLUMNS = ("dup_cluster_id", "dup_cluster_size")
 SAMPLE_COLUMNS = ["id", "text", "url", "lang", "lang_score", "quality_score", "reason"]
+QUARANTINE_SHOWN = 20  # quarantine entries the report shows in full
 
 
 @dataclass
@@ -80,7 +81,8 @@ class ReportData:
     numeric: dict[str, dict[str, list[float]]]  # column -> {"kept": values, "dropped later": values}
     thresholds: dict[str, list[Threshold]]
     cluster_sizes: Counter | None  # clusters by size, when the run wrote dup_cluster_* columns
-    quarantine: list[dict[str, Any]]
+    quarantine_counts: Counter  # (stage, reason) -> quarantined records
+    quarantine: list[dict[str, Any]]  # the first QUARANTINE_SHOWN entries, redacted
 
     @property
     def measure_columns(self) -> list[str]:
@@ -88,8 +90,8 @@ class ReportData:
 
 
 def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, seed: int = 0) -> ReportData:
-    # The config, the quarantine and the run's URL are shown redacted again: a run written by an
-    # older ylink, or copied by hand, may still hold credentials.
+    # The config, the quarantine entries shown and the run's URL are redacted again: a run written by
+    # an older ylink, or copied by hand, may still hold credentials.
     stats, info = run.stats, redact(_info(run))
     keep_rejected = bool(info.get("config", {}).get("output", {}).get("keep_rejected"))
     stages = [StageRow(i, s["name"], s["in"], s["out"], dict(s.get("dropped", {})), s.get("quarantined", 0),
@@ -194,18 +196,26 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
                         f"(the first {per_rejected:,} rows of each of {len(rejected)} file(s)); a column an op "
                         "adds exists only for documents dropped after that op.")
     numeric = {c: v for c, v in sorted(numeric.items(), key=lambda kv: _column_order(kv[0])) if v["kept"] or v["dropped later"]}
+    quarantine = run.quarantine()
     return ReportData(
         url=redact_text(run.url), manifest=run.manifest, stats=stats, info=info, keep_rejected=keep_rejected,
         stages=stages, reasons=reasons, bytes_note=note, kept_bytes=kept_bytes, kept_rows_read=kept_sampled,
         rejected_rows_read=rejected_read, sample_note=sample_note, lengths_by_lang=dict(lengths),
         lang_counts=lang_counts, dropped_lang_counts=dropped_langs, numeric=numeric,
         thresholds=thresholds(info, list(numeric)),
-        cluster_sizes=Counter(clusters.values()) if clusters else None, quarantine=redact(run.quarantine()))
+        cluster_sizes=Counter(clusters.values()) if clusters else None,
+        quarantine_counts=Counter((e.get("stage") or "read", e.get("reason") or "error") for e in quarantine),
+        quarantine=redact(quarantine[:QUARANTINE_SHOWN]))
 
 
 def thresholds(info: dict[str, Any], columns: list[str]) -> dict[str, list[Threshold]]:
     """The bounds each measure column is checked against, from the run's ops and their parameters
-    (ops with `rules()`: Gopher, C4, FineWeb), per language where they differ."""
+    (ops with `rules()`: Gopher, C4, FineWeb), per language where they differ.
+
+    run.json holds the parameters redacted, and nothing else keeps them. Thresholds survive that:
+    they are numbers under plain names, and redaction masks a number only under a secret-looking
+    name, which no op parameter has (tests/chaos/test_secret_redaction.py checks both); a string
+    parameter it masks (a URL with credentials, a value read from `${VAR}`) still builds the op."""
     from ..stages import build_op
 
     out: dict[str, list[Threshold]] = defaultdict(list)

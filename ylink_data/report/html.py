@@ -3,7 +3,6 @@ to anything outside it. Every value from the data (texts, URLs, reasons, config)
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
 from html import escape
 from typing import Any, Iterable
 
@@ -216,11 +215,11 @@ def _quarantine(d: ReportData) -> str:
     q = d.quarantine
     if not q:
         return _section("quarantine", _note(f"No record was quarantined ({d.stats.get('quarantined', 0)} in stats)."))
-    by = Counter((e.get("stage") or "read", e.get("reason") or "error") for e in q)
-    table = _table(["stage", "reason", "records"], [[s, r, n] for (s, r), n in by.most_common()], left=2)
+    table = _table(["stage", "reason", "records"],
+                   [[s, r, n] for (s, r), n in d.quarantine_counts.most_common()], left=2)
     examples = _table(["file", "offset / id", "stage", "error"],
                       [[e.get("file"), e.get("offset", e.get("id")), e.get("stage") or "read",
-                        str(e.get("error", ""))[:300]] for e in q[:20]], left=4)
+                        str(e.get("error", ""))[:300]] for e in q], left=4)
     return _section("quarantine", table, "<h3>First records</h3>", examples)
 
 
