@@ -186,7 +186,7 @@ def main() -> None:
         print(f"| {label} | {percentile(values, 0.5)} | {percentile(values, 0.99)} | {values[-1]} | {over} | "
               f"{cost / d['extract']:.1%} |")
 
-    print(f"\n| hostile page | bytes | in-process seconds | `ExtractorProcess`, 1 s limit: seconds |")
+    print("\n| hostile page | bytes | in-process seconds | `ExtractorProcess`, 1 s limit: seconds |")
     print("| --- | ---: | ---: | ---: |")
     with ExtractorProcess(DEFAULT_EXTRACTOR) as bounded:
         for name, build in HOSTILE.items():

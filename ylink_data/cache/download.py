@@ -21,7 +21,6 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 
 from ..errors import YlinkError
-from ..io.fs import NO_ROOM  # noqa: F401 -- the cache's modules take it from here
 
 log = logging.getLogger(__name__)
 

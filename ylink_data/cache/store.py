@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..io.fs import filesystem
+from ..io.fs import NO_ROOM, filesystem
 from ..io.locks import flock as _flock, is_free as _is_free, unlock as _unlock
-from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
-                       sha256_file)
 from ..manifest import ShardRef, is_sha256
+from .download import DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room, sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from typing import Iterator
 import fsspec
 import pyarrow as pa
 
-from ..io.fs import is_local
-from .download import (NO_ROOM, DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
-                       sha256_file, wrong_size)
+from ..io.fs import NO_ROOM, is_local
 from ..manifest import ShardRef
+from .download import (DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
+                       sha256_file, wrong_size)
 
 
 # The local files this process has verified: (path, file stamp, sha256). The stamp (size, inode,
