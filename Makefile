@@ -15,9 +15,11 @@ $(BIN)/ylink: pyproject.toml
 	touch $@
 
 # The tests also exercise the PyTorch dataset: torch's CPU build (pinned: a looser pin pulls a
-# CUDA build of several GB) and torchdata's StatefulDataLoader.
+# CUDA build of several GB) and torchdata's StatefulDataLoader; megatron-core (after torch, for the
+# same reason) reads the Megatron files a run writes with Megatron's own IndexedDataset.
 $(VENV)/.torch: $(BIN)/ylink
 	$(BIN)/python -m pip install --quiet "torch==2.13.0" "torchdata==0.11.0"
+	$(BIN)/python -m pip install --quiet "megatron-core==0.16.1"
 	touch $@
 
 install: $(BIN)/ylink

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -57,9 +57,31 @@ class RunShard:
     ref: ShardRef
 
 
+@dataclass(frozen=True)
+class RunFile:
+    """A file of the run other than a shard (a Megatron .bin or .idx), checked as shards are."""
+
+    path: str
+    ref: ShardRef
+
+
+@dataclass(frozen=True)
+class MegatronPair:
+    """One Megatron-LM indexed dataset of the run (`manifest["megatron"]["files"]`): `prefix` is what
+    Megatron's --data-path takes ("megatron/part-00000" for part-00000.bin and .idx), relative to
+    the run folder."""
+
+    prefix: str
+    documents: int
+    tokens: int
+    bin: RunFile
+    idx: RunFile
+
+
 @dataclass
 class RunManifest:
-    """A run's manifest, read and checked: `url` is the manifest's own (for messages), `raw` its bytes."""
+    """A run's manifest, read and checked: `url` is the manifest's own (for messages), `raw` its bytes.
+    `megatron`: the run's Megatron files (empty without `output.megatron`), `megatron_dtype` theirs."""
 
     url: str
     fs: fsspec.AbstractFileSystem
@@ -67,6 +89,13 @@ class RunManifest:
     data: dict[str, Any]
     shards: list[RunShard]
     raw: bytes = b""
+    megatron: list[MegatronPair] = field(default_factory=list)
+    megatron_dtype: str | None = None
+
+    def files(self) -> list[RunFile]:
+        """Every file the manifest lists: shards, then Megatron .bin/.idx pairs."""
+        return ([RunFile(s.path, s.ref) for s in self.shards]
+                + [f for pair in self.megatron for f in (pair.bin, pair.idx)])
 
 
 def read_manifest(url: str, storage_options: dict | None = None) -> RunManifest:
@@ -119,7 +148,57 @@ def check_manifest(fs: fsspec.AbstractFileSystem, root: str, where: str, data: A
                                 "a run lists each shard once, refusing it")
         seen[shard.path] = index
         shards.append(shard)
-    return RunManifest(url=where, fs=fs, root=root, data=data, shards=shards)
+    manifest = RunManifest(url=where, fs=fs, root=root, data=data, shards=shards)
+    if data.get("megatron") is not None:
+        manifest.megatron_dtype, manifest.megatron = _check_megatron(fs, root, where, data["megatron"], seen)
+    return manifest
+
+
+def _check_megatron(fs: fsspec.AbstractFileSystem, root: str, where: str, section: Any,
+                    seen: dict[str, Any]) -> tuple[str, list[MegatronPair]]:
+    """`manifest["megatron"]`: {"dtype": "uint16", "files": [{"prefix", "documents", "tokens", "bin":
+    {"path", "bytes", "sha256"}, "idx": {...}}, ...], ...}, every file checked as a shard is."""
+    from .tokens.indexed import DTYPE_CODES
+
+    what = f"{where} megatron"
+    if not isinstance(section, dict) or not isinstance(section.get("files"), list):
+        raise ManifestError(f"{what}: not an object with a 'files' list; refusing the run")
+    dtype = section.get("dtype")
+    if dtype not in DTYPE_CODES:
+        raise ManifestError(f"{what}: dtype {dtype!r} is not one of {', '.join(DTYPE_CODES)}; refusing the run")
+    pairs = []
+    for index, entry in enumerate(section["files"]):
+        at = f"{what} file {index}"
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{at}: a JSON {_json_type(entry)}, not an object with prefix, bin and idx")
+        prefix = clean_path(entry.get("prefix"), at)
+        documents, tokens = _count(entry, "documents", at), _count(entry, "tokens", at)
+        files = []
+        for kind in ("bin", "idx"):
+            file = _check_file(fs, root, f"{at} {kind}", entry.get(kind))
+            if file.path != f"{prefix}.{kind}":
+                raise ManifestError(f"{at}: {kind} path {file.path!r} is not {prefix}.{kind}; refusing it")
+            if file.path in seen:
+                raise ManifestError(f"{at}: path {file.path!r} is listed twice; refusing it")
+            seen[file.path] = at
+            files.append(file)
+        pairs.append(MegatronPair(prefix, documents, tokens, *files))
+    return dtype, pairs
+
+
+def _check_file(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any) -> RunFile:
+    """A {"path", "bytes", "sha256"} entry: inside the run, sized, with a digest to verify against."""
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{what}: a JSON {_json_type(entry)}, not an object with path, bytes and sha256")
+    path = inside_run(fs, root, entry.get("path"), what)
+    size = _count(entry, "bytes", what)
+    if size > MAX_FILE_BYTES:
+        raise ManifestError(f"{what}: bytes {size} is more than any file can hold; refusing it")
+    digest = entry.get("sha256")
+    if not is_sha256(digest):
+        said = "no 'sha256'" if "sha256" not in entry else f"sha256 {digest!r} is not 64 hex digits"
+        raise ManifestError(f"{what}: {said}, so the file cannot be verified; refusing it")
+    return RunFile(path, ShardRef(url=full_url(fs, join(root, path)), sha256=digest.lower(), size=size))
 
 
 def clean_path(path: Any, what: str) -> str:
@@ -156,18 +235,11 @@ def inside_run(fs: fsspec.AbstractFileSystem, root: str, path: Any, what: str) -
 def _check_shard(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any) -> RunShard:
     if not isinstance(entry, dict):
         raise ManifestError(f"{what}: a JSON {_json_type(entry)}, not an object with path, rows, bytes and sha256")
-    path = inside_run(fs, root, entry.get("path"), what)
-    size = _count(entry, "bytes", what)
+    file = _check_file(fs, root, what, entry)
     rows = _count(entry, "rows", what)
-    if size > MAX_FILE_BYTES:
-        raise ManifestError(f"{what}: bytes {size} is more than any file can hold; refusing it")
-    if rows > size:  # every row holds at least its own id: a shard has fewer rows than bytes
-        raise ManifestError(f"{what}: rows {rows} in a shard of {size} bytes is impossible; refusing it")
-    digest = entry.get("sha256")
-    if not is_sha256(digest):
-        said = "no 'sha256'" if "sha256" not in entry else f"sha256 {digest!r} is not 64 hex digits"
-        raise ManifestError(f"{what}: {said}, so the shard cannot be verified; refusing it")
-    return RunShard(path=path, rows=rows, ref=ShardRef(url=full_url(fs, join(root, path)), sha256=digest.lower(), size=size))
+    if rows > file.ref.size:  # every row holds at least its own id: a shard has fewer rows than bytes
+        raise ManifestError(f"{what}: rows {rows} in a shard of {file.ref.size} bytes is impossible; refusing it")
+    return RunShard(path=file.path, rows=rows, ref=file.ref)
 
 
 def is_sha256(text: Any) -> bool:
