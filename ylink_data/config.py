@@ -64,11 +64,29 @@ class InputConfig(_Strict):
         return [v] if isinstance(v, str) else v
 
 
+class MegatronOutputConfig(_Strict):
+    """`output.megatron: {}`: a Megatron-LM .bin/.idx pair next to each published shard (needs a
+    `tokenize` stage). `dtype: auto` is the tokenizer's (uint16 when its vocabulary fits, else int32:
+    Megatron's .idx has no uint32). `keep_token_ids: false` leaves `token_ids` out of the Parquet
+    shards (`num_tokens` stays), at the cost of rewriting each shard as it is published."""
+
+    dtype: Literal["auto", "uint16", "int32"] = "auto"
+    keep_token_ids: bool = True
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _no_uint32(cls, v: Any) -> Any:
+        if v == "uint32":
+            raise PydanticCustomError("megatron_dtype", "Megatron's .idx has no uint32: use int32 (or auto)")
+        return v
+
+
 class OutputConfig(_Strict):
     path: Annotated[str, _not_blank("a folder or URL")]
     keep_rejected: bool = False
     shard_bytes: int = Field(128 * MiB, gt=0)
     compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
+    megatron: MegatronOutputConfig | None = None
 
 
 class RayConfig(_Strict):
@@ -155,6 +173,9 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
             problems += exc.problems
     if problems:
         raise ConfigError([redact_text(p, env.values) for p in problems], source)
+    if cfg.output.megatron is not None and not any(name == "tokenize" for name, _ in ops):
+        raise ConfigError("output.megatron: Megatron files are made of token ids; add a stage "
+                          "`- tokenize: {tokenizer: PATH_OR_URL}` (a tokenizer.json)", source)
     cfg.ops = ops
     cfg._redactor = Redactor.knowing(env.values)
     if cfg.output.path.startswith("memory://"):

@@ -2,12 +2,14 @@
 
 OUTPUT/
   data/part-NNNNN.parquet    kept documents (published shards)
+  megatron/part-NNNNN.bin/.idx  with output.megatron: each shard's token ids as a Megatron-LM
+                             indexed dataset, and data-path.txt (Megatron's weighted --data-path)
   manifest.json              written last: its presence means the run is complete
   stats.json                 the accounting
   run.json                   the config (credentials removed), its fingerprint and the inputs
   quarantine/*.jsonl         records that could not be read or processed
   rejected/*.parquet         dropped documents with their reason (keep_rejected: true)
-  tiers/<tier>/              with output tiers: each tier's data/ and manifest.json (a run of its own
+  tiers/<tier>/              with output tiers: each tier's data/, megatron/ and manifest.json (a run of its own
                              for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts and completion markers; removed on success
   run.lock                   held by the run in progress (see lock.py); removed when it ends
@@ -25,8 +27,8 @@ from ..io.fs import filesystem, join
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
 # half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
 # config finds out what the folder holds.
-OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "quarantine", "rejected",
-               "run.json")
+OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "quarantine",
+               "rejected", "run.json")
 LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held
 
 
@@ -112,14 +114,21 @@ class RunLayout:
         return sorted(n for n in names if n not in OWN_ENTRIES and n != LOCK)
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
-        """The shards `manifest` lists that are not in the folder with their size: one listing per
-        shard folder (data/, tiers/<tier>/data/)."""
+        """The files `manifest` lists (shards, and Megatron .bin/.idx pairs) that are not in the
+        folder with their size: one listing per folder (data/, megatron/, tiers/<tier>/data/...)."""
         shards = manifest.get("shards")
         if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
             return ["(the manifest's shard list is unreadable)"]
+        files = list(shards)
+        megatron = manifest.get("megatron")
+        if megatron is not None:
+            pairs = megatron.get("files") if isinstance(megatron, dict) else None
+            if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
+                return ["(the manifest's megatron file list is unreadable)"]
+            files += [p.get(kind) if isinstance(p.get(kind), dict) else {} for p in pairs for kind in ("bin", "idx")]
         listed: dict[str, dict[str, int | None]] = {}
         missing = []
-        for shard in shards:
+        for shard in files:
             rel = str(shard.get("path", ""))
             folder, _, name = rel.rpartition("/")
             if folder not in listed:

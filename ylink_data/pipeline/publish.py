@@ -3,16 +3,23 @@
 Parts are packed in task order, so shard contents depend on the input only. A shard made of one
 part is hard-linked (no bytes copied) or server-side copied; several parts are concatenated.
 The parts stay until the manifest is written, so a crash mid-publish can simply redo a shard.
+With `output.megatron`, the same task writes the shard's Megatron .bin/.idx pair from its
+`token_ids` column before the shard's marker, which records the pair's entry.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import YlinkError
 from ..io.fs import publish_copy, write_json
 from ..io.parquet import ParquetFileWriter
+from ..tokens.encode import TOKEN_IDS
+from ..tokens.megatron import write_pair
 from .layout import RunLayout
+from .megatron import MegatronPlan, pair_prefix
 
 
 def pack_shards(parts: list[dict[str, Any]], shard_bytes: int) -> list[list[dict[str, Any]]]:
@@ -30,24 +37,47 @@ def pack_shards(parts: list[dict[str, Any]], shard_bytes: int) -> list[list[dict
 
 
 def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], compression: str,
-                  tier: str | None = None, number: int | None = None) -> dict[str, Any]:
-    """Shard `index` of the run (its marker's number); with a tier, shard `number` of that tier."""
-    target = layout.shard(index if tier is None else number, tier)
-    if len(parts) == 1:
+                  tier: str | None = None, number: int | None = None,
+                  megatron: MegatronPlan | None = None) -> dict[str, Any]:
+    """Shard `index` of the run (its marker's number); with a tier, shard `number` of that tier.
+    With `megatron`, also the shard's .bin/.idx pair (the marker's "megatron" entry)."""
+    number = index if tier is None else number
+    target = layout.shard(number, tier)
+    drop_ids = megatron is not None and not megatron.keep_token_ids
+    token_ids: list[pa.ChunkedArray] = []
+    if len(parts) == 1 and not drop_ids:
         publish_copy(layout.fs, parts[0]["path"], target)
         rows, nbytes, sha = parts[0]["rows"], parts[0]["bytes"], parts[0]["sha256"]
+        if megatron is not None:
+            with layout.fs.open(parts[0]["path"], "rb") as f:
+                pf = pq.ParquetFile(f)
+                present = [TOKEN_IDS] if TOKEN_IDS in pf.schema_arrow.names else []
+                token_ids.append(_token_ids(pf.read(columns=present), target))
     else:
         writer = ParquetFileWriter(layout.fs, target, compression)
         for part in parts:
             with layout.fs.open(part["path"], "rb") as f:
                 pf = pq.ParquetFile(f)
                 for i in range(pf.num_row_groups):
-                    writer.write(pf.read_row_group(i))
+                    table = pf.read_row_group(i)
+                    if megatron is not None:
+                        token_ids.append(_token_ids(table, target))
+                    writer.write(table.drop_columns([TOKEN_IDS]) if drop_ids else table)
         written = writer.close()
         rows, nbytes, sha = written.rows, written.bytes, written.sha256
     entry = {"path": "/".join((*layout.tier_dir(tier), "data", target.rsplit("/", 1)[-1])), "rows": rows,
              "bytes": nbytes, "sha256": sha}
     if tier is not None:
         entry["tier"] = tier
+    if megatron is not None:
+        ids = pa.chunked_array([c for column in token_ids for c in column.chunks], token_ids[0].type)
+        entry["megatron"] = write_pair(layout.fs, layout.root, pair_prefix(layout, number, tier), ids, megatron.dtype)
     write_json(layout.fs, layout.shard_marker(index), entry)
     return entry
+
+
+def _token_ids(table: pa.Table, shard: str) -> pa.ChunkedArray:
+    if TOKEN_IDS not in table.column_names:
+        raise YlinkError(f"{shard}: its documents have no {TOKEN_IDS} column for output.megatron (is an op "
+                         "after `tokenize` dropping it?); keep `tokenize` among the last stages")
+    return table.column(TOKEN_IDS)

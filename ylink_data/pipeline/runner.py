@@ -7,19 +7,17 @@ deterministically, a resumed run writes exactly what an uninterrupted one would.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .. import __version__
 from ..config import PipelineConfig, load_config
-from ..errors import RunStateError, YlinkError
+from ..errors import RunStateError
 from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
@@ -27,16 +25,16 @@ from ..stages import build_op, op_class
 from .global_phase import GlobalContext
 from .layout import RunLayout
 from .lock import FolderLock, hold_run_folder
+from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards
-from .ray_env import cluster_cpus, ensure_ray
+from .ray_env import ensure_ray
 from .stats import TaskStats, check_invariant, run_stats
+from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, TaskCounter, submit_all  # noqa: F401 -- names tests use
 from .tasks import TaskSpec, load_marker
 
 FORMAT_VERSION = 1
-FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
-FAIL_EXIT_CODE = 75
 
 
 class RunResult(NamedTuple):
@@ -60,6 +58,7 @@ class _Plan:
     phases: list[Phase]
     fingerprint: str
     fingerprinted: dict[str, Any]
+    megatron: MegatronPlan | None = None
 
 
 class Runner:
@@ -68,8 +67,7 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
-        self.completed_tasks = 0
-        self._fail_after = int(os.environ.get(FAIL_AFTER_ENV) or 0)
+        self.counter = TaskCounter()
         # The last op that routes documents into output tiers decides the tier folders.
         routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
         self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
@@ -95,7 +93,9 @@ class Runner:
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions)
                 if phase.outgoing:
                     decisions = self._resolve(phase, markers[phase.index])
-            shards = self._publish(markers[plan.phases[-1].index])
+            shards = self._publish(markers[plan.phases[-1].index], plan.megatron)
+        # A shard's marker holds its Megatron pair: the manifest lists the pairs apart.
+        pairs = [s.pop("megatron") for s in shards if "megatron" in s]
         total = TaskStats()
         for phase_markers in markers.values():
             for marker in phase_markers.values():
@@ -109,26 +109,33 @@ class Runner:
                     "rows": stats["output_records"], "shards": shards,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "ylink_version": __version__}
+        tier_sections: dict[str, dict] = {}
+        if plan.megatron is not None:
+            manifest["megatron"], tier_sections = sections(plan.megatron, pairs, self.tiers[1] if self.tiers else [])
+            write_data_paths(self.layout, manifest["megatron"], tier_sections)
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
-            manifest["tiers"] = self._write_tier_manifests(manifest)
+            manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections)
         write_json(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
         self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 
-    def _write_tier_manifests(self, manifest: dict) -> dict[str, dict]:
+    def _write_tier_manifests(self, manifest: dict, megatron: dict[str, dict]) -> dict[str, dict]:
         """Each tier folder is a run of its own for readers (open_run, ShardLoader): a manifest of its
-        shards, paths relative to the tier folder. The run's manifest lists every shard."""
+        shards (and Megatron pairs), paths relative to the tier folder. The run's manifest lists
+        every shard and pair."""
         out = {}
         for tier in self.tiers[1]:
             prefix = "/".join(self.layout.tier_dir(tier))
             shards = [{k: v for k, v in s.items() if k != "tier"} | {"path": s["path"][len(prefix) + 1:]}
                       for s in manifest["shards"] if s.get("tier") == tier]
             rows = sum(s["rows"] for s in shards)
-            write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"),
-                       {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards})
+            own = {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards}
+            if tier in megatron:
+                own["megatron"] = megatron[tier]
+            write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
 
@@ -142,11 +149,13 @@ class Runner:
             "format_version": FORMAT_VERSION,
             "input": self.cfg.input.model_dump() | {"paths": [redact_url(p) for p in self.cfg.input.paths]},
             "input files": [[redact_url(f.url), f.size] for f in files],
-            "output": self.cfg.output.model_dump(exclude={"path"}),
+            # Unset output options (megatron: null) are left out: runs from before they existed keep
+            # their fingerprint, and so resume or stay complete.
+            "output": self.cfg.output.model_dump(exclude={"path"}, exclude_none=True),
             "stages": [[name, params] for name, params in self.cfg.ops],
         }
         digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
-        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted)
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_megatron(self.cfg))
 
     # ------------------------------------------------------------------ output folder state
 
@@ -286,7 +295,7 @@ class Runner:
             run_tasks=self._run_helper_tasks)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
-        self._task_completed()
+        self.counter.completed_one()
         return ctx.decisions
 
     def _run_helper_tasks(self, fn: Callable, args_list: Sequence[tuple], label: str) -> list[Any]:
@@ -305,7 +314,7 @@ class Runner:
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
-    def _publish(self, markers: dict[int, dict]) -> list[dict]:
+    def _publish(self, markers: dict[int, dict], megatron: MegatronPlan | None) -> list[dict]:
         parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
         tiers = self.tiers[1] if self.tiers else [None]
         jobs = []  # (tier, number within the tier, parts), in tier order, then task order
@@ -313,9 +322,10 @@ class Runner:
             groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
             jobs += [(tier, k, group) for k, group in enumerate(groups)]
         existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k)
+        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron)
                 for i, (tier, k, group) in enumerate(jobs) if i not in existing]
-        handle = self.progress.phase("publish shards", len(jobs), len(jobs) - len(todo))
+        label = "publish shards" + (" and Megatron files" if megatron else "")
+        handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
         from .remote import publish_shard_remote
 
         def on_done(i: int, entry: dict) -> None:
@@ -343,59 +353,11 @@ class Runner:
 
     def _submit_all(self, remote, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
                     describe: Callable[[int], str]) -> None:
-        """Run `remote(*args)` for each args, a bounded number in flight (driver memory stays flat
-        for 100k tasks); `on_done(i, result)` as each finishes."""
-        import ray
+        def done(i: int, result: Any) -> None:
+            on_done(i, result)
+            self.counter.completed_one()
 
-        limit = 2 * cluster_cpus()
-        queue = list(enumerate(args_list))
-        queue.reverse()
-        in_flight: dict[Any, int] = {}
-        while queue or in_flight:
-            while queue and len(in_flight) < limit:
-                i, args = queue.pop()
-                in_flight[remote.remote(*args)] = i
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
-            for ref in ready:
-                i = in_flight.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as exc:
-                    _settle(in_flight)
-                    # Every failure Ray reports is one line: an error the task raised, and as well a
-                    # worker that died under it (OOM killer, segfault) once its retries ran out, an
-                    # object lost with its node...
-                    if not isinstance(exc, ray.exceptions.RayError):
-                        raise
-                    cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                    if isinstance(cause, YlinkError):
-                        raise cause from None
-                    raise YlinkError(f"{describe(i)} failed: {type(cause).__name__}: "
-                                     f"{str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
-                                     f" (finished work is kept: rerun the same command to resume)") from exc
-                on_done(i, result)
-                self._task_completed()
-
-    def _task_completed(self) -> None:
-        self.completed_tasks += 1
-        if self._fail_after and self.completed_tasks >= self._fail_after:
-            sys.stdout.flush()
-            sys.stderr.write(f"ylink: {FAIL_AFTER_ENV}={self._fail_after} reached: stopping abruptly\n")
-            sys.stderr.flush()
-            os._exit(FAIL_EXIT_CODE)
-
-
-def _settle(in_flight: dict) -> None:
-    """Stop the other tasks of a failed phase and collect their outcomes: Ray prints the error of
-    every task whose result is never fetched ("Unhandled error ..."), burying the one line that says
-    what went wrong under tracebacks of the same failure."""
-    import ray
-
-    for ref in in_flight:
-        ray.cancel(ref, force=True)  # the run stops here; what they finished is kept by its markers
-    for ref in in_flight:
-        with contextlib.suppress(Exception):  # cancelled, or failed too: the first error is the one reported
-            ray.get(ref)
+        submit_all(remote, args_list, done, describe)
 
 
 def _describe_task(spec: TaskSpec) -> str:

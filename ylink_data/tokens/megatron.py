@@ -47,3 +47,15 @@ def data_path_args(files: list[dict[str, Any]], base: str = "") -> str:
     prefixes under `base` (the run folder as training reads it); pairs without tokens left out."""
     return " ".join(f"{f['tokens']} {join(base, f['prefix']) if base else f['prefix']}"
                     for f in files if f["tokens"]) + "\n"
+
+
+def megatron_dtype(choice: str, token_dtype: str) -> str:
+    """The .bin dtype for `choice` ("auto", "uint16", "int32") of ids whose narrowest type is
+    `token_dtype` (`LoadedTokenizer.dtype`, or a `token_ids` column's value type). Megatron's .idx
+    has no uint32 (megatron.core.datasets.indexed_dataset.DType): larger vocabularies are int32,
+    as Megatron's own preprocessing writes them."""
+    if choice == "auto":
+        return "uint16" if token_dtype == "uint16" else "int32"
+    if choice == "uint16" and token_dtype != "uint16":
+        raise ValueError(f"dtype uint16 cannot hold these token ids ({token_dtype}): use auto or int32")
+    return choice
