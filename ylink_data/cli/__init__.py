@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .cache import add_parser as add_cache_parser
     add_cache_parser(sub)
+    from .export import add_parser as add_export_parser; add_export_parser(sub)  # noqa: E702
 
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,251 @@
+"""`ylink export megatron`: Megatron-LM files for a run that is already finished (or any folder whose
+manifest the checked reader accepts), without running its pipeline again.
+
+Each shard of the run becomes DIR/megatron/part-NNNNN.bin/.idx (NNNNN: its place in the run's
+manifest), made by one Ray task from the shard's `text` tokenized as the `tokenize` op does it
+(`encode_texts`), or from its `token_ids` column when no tokenizer is given. Shards are read
+verified against the manifest's sha256. DIR/manifest.json (version 1, no shards, the `megatron`
+section) makes DIR readable by `read_manifest` and the token loader; DIR/megatron/data-path.txt is
+Megatron's weighted --data-path. Resumable: each finished pair leaves a marker in DIR/_work/
+naming what it was made from, and a rerun of the same export redoes only the pairs without one;
+the manifest is written last and _work/ removed after it.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import InputError, RunStateError
+from ..io.fs import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
+from ..manifest import ShardRef, read_manifest
+from ..redaction import redact_url
+from .encode import TOKEN_IDS, encode_texts
+from .load import load_tokenizer
+from .megatron import data_path_args, megatron_dtype, megatron_section, write_pair
+
+DATA_PATH = "data-path.txt"
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """The tokenizer a task loads (once per worker, `load_tokenizer`'s cache)."""
+
+    url: str
+    storage_options: dict | None
+    eod_token: str | None
+    append_eod: bool
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard to turn into one pair: where it is, where its pair goes, and what makes it."""
+
+    run_url: str
+    run_options: dict | None
+    path: str           # inside the run folder
+    ref: ShardRef
+    out_url: str
+    out_options: dict | None
+    prefix: str         # megatron/part-NNNNN
+    tokenizer: TokenizerSpec | None  # None: the shard's token_ids
+    dtype: str
+    source: dict        # what the pair is made from: a marker with another source is redone
+
+
+def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, dtype: str = "auto",
+                    eod_token: str | None = None, append_eod: bool = True, storage_options: dict | None = None,
+                    ray_address: str | None = None, progress: bool | None = None,
+                    note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Write the Megatron files of the finished run at `run_url` into `output` (see the module
+    docstring); returns the manifest written. `storage_options` apply to every non-local URL."""
+    from ..pipeline.progress import RunProgress
+
+    shown = redact_url(run_url)
+    manifest = read_manifest(run_url, _options(run_url, storage_options))
+    out_fs, out_root = filesystem(output, _options(output, storage_options))
+    out_root = out_root.rstrip("/")
+    shown_out = redact_url(output)
+    spec = None
+    if tokenizer is not None:
+        tok = load_tokenizer(tokenizer, _options(tokenizer, storage_options), eod_token)
+        if append_eod and tok.eod_id is None:
+            raise InputError(f"tokenizer {redact_url(tokenizer)} has no end-of-document token (<|endoftext|>, "
+                             "</s>...): name one with --eod-token, or give --no-eod")
+        spec = TokenizerSpec(tokenizer, _options(tokenizer, storage_options), eod_token, append_eod)
+        token_dtype, described = tok.dtype, tok.describe()
+        made_of = {"tokenizer_sha256": tok.sha256, "eod_id": tok.eod_id if append_eod else None}
+    else:
+        token_dtype = _token_ids_dtype(manifest, shown)
+        described = (manifest.data.get("megatron") or {}).get("tokenizer")
+        made_of = {"token_ids": True}
+    try:
+        dtype = megatron_dtype(dtype, token_dtype)
+    except ValueError as exc:
+        raise InputError(f"--dtype: {exc}") from None
+    source = {"run": shown, "run_manifest_sha256": hashlib.sha256(manifest.raw).hexdigest(), "dtype": dtype,
+              **made_of}
+
+    say = note or RunProgress(progress).note
+    finished = _finished_export(out_fs, out_root, shown_out, source)
+    if finished is not None:
+        say(f"{shown_out} already holds this export ({len(finished['megatron']['files'])} pairs); nothing to do")
+        return finished
+
+    jobs = [ShardJob(run_url, _options(run_url, storage_options), shard.path, shard.ref, output,
+                     _options(output, storage_options), f"megatron/part-{i:05d}", spec, dtype, source)
+            for i, shard in enumerate(manifest.shards)]
+    entries: dict[int, dict] = {}
+    present = _sizes(out_fs, join(out_root, "megatron"))
+    for i, job in enumerate(jobs):
+        marker = _load(out_fs, join(out_root, "_work", f"part-{i:05d}.json"))
+        if marker is not None and marker.get("source") == source and _is_there(marker["entry"], present):
+            entries[i] = marker["entry"]
+    todo = [i for i in range(len(jobs)) if i not in entries]
+    _run_jobs(jobs, todo, entries, ray_address, progress, shown)
+
+    files = [entries[i] for i in range(len(jobs))]
+    section = megatron_section(files, dtype, described)
+    with atomic_write(out_fs, join(out_root, "megatron", DATA_PATH)) as f:
+        f.write(data_path_args(files, out_root if is_local(out_fs) else "").encode())
+    written = {"version": 1, "name": f"megatron export of {shown}", "shards": [], "megatron": section,
+               "export": source}
+    write_json(out_fs, join(out_root, "manifest.json"), written)
+    if out_fs.exists(join(out_root, "_work")):
+        out_fs.rm(join(out_root, "_work"), recursive=True)
+    say(f"done: {section['documents']:,} documents, {section['tokens']:,} tokens in {len(files)} pairs "
+        f"-> {shown_out}/megatron")
+    return written
+
+
+def _options(url: str, options: dict | None) -> dict | None:
+    """Storage options are for remote URLs; a local path takes none."""
+    return options if "://" in url and not url.startswith("file://") else None
+
+
+def _token_ids_dtype(manifest, shown: str) -> str:
+    """uint16 or uint32: the value type of the run's token_ids column (from the first shard's footer)."""
+    if not manifest.shards:
+        return "uint16"
+    shard = manifest.shards[0]
+    with manifest.fs.open(join(manifest.root, shard.path), "rb") as f:
+        schema = pq.ParquetFile(f).schema_arrow
+    if TOKEN_IDS not in schema.names:
+        raise InputError(f"{shown} has no {TOKEN_IDS} column ({shard.path}): give --tokenizer to tokenize its text")
+    value = schema.field(TOKEN_IDS).type.value_type
+    return "uint16" if value.bit_width <= 16 else "uint32"
+
+
+def _finished_export(fs, root: str, shown: str, source: dict) -> dict | None:
+    """The manifest already in `root` if it is this very export with every file there; None if there
+    is none or it is an unfinished/damaged one of this export; an error if the folder holds something else."""
+    existing = _load(fs, join(root, "manifest.json"))
+    if existing is None:
+        if fs.exists(join(root, "manifest.json")):
+            raise RunStateError(f"{shown}/manifest.json is not JSON: choose another --output")
+        return None
+    if "export" not in existing:
+        raise RunStateError(f"{shown} holds a ylink run (manifest.json); export into another folder with --output")
+    if existing["export"] != source:
+        raise RunStateError(f"{shown} holds another export (of {existing['export'].get('run')}, or with another "
+                            "tokenizer or dtype); choose another --output or remove that folder")
+    present = _sizes(fs, join(root, "megatron"))
+    if all(_is_there(e, present) for e in existing.get("megatron", {}).get("files", [])):
+        return existing
+    fs.rm(join(root, "manifest.json"))  # a file is gone: no manifest may list it while it is redone
+    return None
+
+
+def _is_there(entry: dict, present: dict[str, int | None]) -> bool:
+    return all(present.get(entry[k]["path"].rsplit("/", 1)[-1]) == entry[k]["bytes"] for k in ("bin", "idx"))
+
+
+def _sizes(fs, folder: str) -> dict[str, int | None]:
+    fs.invalidate_cache(folder)
+    try:
+        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size")
+                for e in fs.ls(folder, detail=True) if e.get("type") == "file"}
+    except FileNotFoundError:
+        return {}
+
+
+def _load(fs, path: str) -> dict | None:
+    try:
+        data = read_json(fs, path)
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _run_jobs(jobs: list[ShardJob], todo: list[int], entries: dict[int, dict], ray_address: str | None,
+              progress: bool | None, shown: str) -> None:
+    from ..config import RayConfig
+    from ..pipeline.progress import RunProgress
+    from ..pipeline.ray_env import ensure_ray
+    from ..pipeline.submit import TaskCounter, submit_all
+
+    bar = RunProgress(progress)
+    with bar:
+        handle = bar.phase(f"export megatron: {shown}", len(jobs), len(jobs) - len(todo))
+        if todo:
+            import ray
+
+            ensure_ray(RayConfig(address=ray_address))
+            remote = ray.remote(num_cpus=1, max_retries=3)(export_shard)
+            counter = TaskCounter()
+
+            def done(k: int, entry: dict) -> None:
+                entries[todo[k]] = entry
+                bar.advance(handle, entry["documents"])
+                counter.completed_one()
+
+            submit_all(remote, [(jobs[i],) for i in todo], done,
+                       describe=lambda k: f"shard {jobs[todo[k]].path}",
+                       resume_hint="rerun the same export to resume")
+        bar.finish(handle)
+
+
+def export_shard(job: ShardJob) -> dict[str, Any]:
+    """One shard's pair (a Ray task): written, then recorded in its marker; returns the pair's entry."""
+    from ..cache.verified import VerifiedShards
+
+    fs, root = filesystem(job.run_url, job.run_options)
+    where = full_url(fs, join(root.rstrip("/"), job.path))
+    with VerifiedShards(fs).open(join(root.rstrip("/"), job.path), job.ref) as buffer:
+        shard = pq.ParquetFile(pa.BufferReader(buffer))
+        ids = _shard_ids(shard, job, redact_url(where))
+    out_fs, out_root = filesystem(job.out_url, job.out_options)
+    out_root = out_root.rstrip("/")
+    entry = write_pair(out_fs, out_root, job.prefix, ids, job.dtype)
+    write_json(out_fs, join(out_root, "_work", f"{job.prefix.rsplit('/', 1)[-1]}.json"),
+               {"source": job.source, "entry": entry})
+    return entry
+
+
+def _shard_ids(shard: pq.ParquetFile, job: ShardJob, where: str) -> pa.ChunkedArray:
+    """The shard's documents' token ids, in row order: its text tokenized, or its token_ids column."""
+    column = "text" if job.tokenizer is not None else TOKEN_IDS
+    if column not in shard.schema_arrow.names:
+        hint = "" if job.tokenizer is not None else ": give --tokenizer to tokenize its text"
+        raise InputError(f"{where} has no {column!r} column{hint}")
+    chunks = []
+    tok = None
+    if job.tokenizer is not None:
+        spec = job.tokenizer
+        tok = load_tokenizer(spec.url, spec.storage_options, spec.eod_token)
+    for i in range(shard.num_row_groups):  # a row group at a time: one shard's text is never all in memory
+        values = shard.read_row_group(i, columns=[column]).column(0)
+        if tok is None:
+            chunks += values.chunks
+        else:
+            token_ids, _ = encode_texts(tok, [t or "" for t in values.to_pylist()], job.tokenizer.append_eod)
+            chunks.append(token_ids)
+    types = {c.type for c in chunks}
+    if len(types) > 1:  # list and large_list row groups: one type for the pair's column
+        chunks = [c.cast(pa.large_list(c.type.value_type)) for c in chunks]
+    if not chunks:
+        return pa.chunked_array([], pa.list_(pa.uint32()))
+    return pa.chunked_array(chunks)
