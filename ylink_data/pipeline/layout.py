@@ -132,18 +132,10 @@ class RunLayout:
             rel = str(shard.get("path", ""))
             folder, _, name = rel.rpartition("/")
             if folder not in listed:
-                listed[folder] = self._sizes(self.path(folder) if folder else self.root)
+                listed[folder] = file_sizes(self.fs, self.path(folder) if folder else self.root)
             if name not in listed[folder] or listed[folder][name] != shard.get("bytes"):
                 missing.append(rel)
         return missing
-
-    def _sizes(self, folder: str) -> dict[str, int | None]:
-        self.fs.invalidate_cache(folder)  # object stores: a listing cached by this process may be stale
-        try:
-            entries = self.fs.ls(folder, detail=True)
-        except FileNotFoundError:
-            return {}
-        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size") for e in entries if e.get("type") == "file"}
 
     def withdraw_manifests(self) -> None:
         """Delete every proof of completion: manifest.json, then each tier's (tiers/<t>/manifest.json,
@@ -174,3 +166,13 @@ class RunLayout:
                 self.remove_work()
             elif self.fs.exists(self.path(name)):
                 self.fs.rm(self.path(name), recursive=True)
+
+
+def file_sizes(fs: fsspec.AbstractFileSystem, folder: str) -> dict[str, int | None]:
+    """{name: size} of the files in `folder` (none if it does not exist), listed afresh."""
+    fs.invalidate_cache(folder)  # object stores: a listing cached by this process may be stale
+    try:
+        entries = fs.ls(folder, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size") for e in entries if e.get("type") == "file"}

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError, RunStateError
 from ..io.fs import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
 from ..manifest import ShardRef, read_manifest
+from ..pipeline.layout import file_sizes
 from ..redaction import redact_url
 from .encode import TOKEN_IDS, encode_texts
 from .load import load_tokenizer
@@ -99,7 +100,7 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
                      _options(output, storage_options), f"megatron/part-{i:05d}", spec, dtype, source)
             for i, shard in enumerate(manifest.shards)]
     entries: dict[int, dict] = {}
-    present = _sizes(out_fs, join(out_root, "megatron"))
+    present = file_sizes(out_fs, join(out_root, "megatron"))
     for i, job in enumerate(jobs):
         marker = _load(out_fs, join(out_root, "_work", f"part-{i:05d}.json"))
         if marker is not None and marker.get("source") == source and _is_there(marker["entry"], present):
@@ -152,7 +153,7 @@ def _finished_export(fs, root: str, shown: str, source: dict) -> dict | None:
     if existing["export"] != source:
         raise RunStateError(f"{shown} holds another export (of {existing['export'].get('run')}, or with another "
                             "tokenizer or dtype); choose another --output or remove that folder")
-    present = _sizes(fs, join(root, "megatron"))
+    present = file_sizes(fs, join(root, "megatron"))
     if all(_is_there(e, present) for e in existing.get("megatron", {}).get("files", [])):
         return existing
     fs.rm(join(root, "manifest.json"))  # a file is gone: no manifest may list it while it is redone
@@ -161,15 +162,6 @@ def _finished_export(fs, root: str, shown: str, source: dict) -> dict | None:
 
 def _is_there(entry: dict, present: dict[str, int | None]) -> bool:
     return all(present.get(entry[k]["path"].rsplit("/", 1)[-1]) == entry[k]["bytes"] for k in ("bin", "idx"))
-
-
-def _sizes(fs, folder: str) -> dict[str, int | None]:
-    fs.invalidate_cache(folder)
-    try:
-        return {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size")
-                for e in fs.ls(folder, detail=True) if e.get("type") == "file"}
-    except FileNotFoundError:
-        return {}
 
 
 def _load(fs, path: str) -> dict | None:
