@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ylink_data.cli import main
+from ylink_data.manifest import read_manifest
 
 from .s3server import s3_server
 from .shardruns import write_run
@@ -266,9 +267,18 @@ def test_source_on_s3(sources, tmp_path, monkeypatch):
             "endpoint_url": options["endpoint_url"], "key": "${MIX_TEST_KEY}", "secret": "${MIX_TEST_SECRET}"}})
         cfg["sources"][1]["path"] = "s3://mixsrc/runs/b"
         remote = mix(tmp_path, cfg)
+        # Written to S3 as well: a run that read_manifest accepts, the same pairs.
+        server.filesystem().mkdir("mixout")
+        cfg["output"]["path"] = "s3://mixout/web"
+        assert main(["mix", str(tmp_path / "mix.yaml"), "--no-progress", "--set", "output.path=s3://mixout/web"]) == 0
+        on_s3 = read_manifest("s3://mixout/web", options)
+        fetched = {p.bin.path: hashlib.sha256(on_s3.fs.cat_file(p.bin.ref.url)).hexdigest() for p in on_s3.megatron}
+        data_path = on_s3.fs.cat_file("s3://mixout/web/megatron/data-path.txt").decode().split()
     # The same documents in the same order as from the local copy, and no credential written.
     pairs = [k for k in tree(local) if k.startswith("megatron/part-")]
     assert pairs and all(tree(remote)[k] == tree(local)[k] for k in pairs)
     written = b"".join(p.read_bytes() for p in remote.rglob("*") if p.is_file())
     assert options["secret"].encode() not in written and options["key"].encode() not in written
     assert json.loads((remote / "mixture.json").read_text())["sources"][1]["path"] == "s3://mixsrc/runs/b"
+    assert fetched == {k: v for k, v in tree(local).items() if k.endswith(".bin")}
+    assert data_path[1::2] == [f"s3://mixout/web/{p.prefix}" for p in on_s3.megatron]
