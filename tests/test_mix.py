@@ -12,7 +12,6 @@ from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -26,11 +25,13 @@ from .tokenruns import write_token_run
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> Path:
-    """Three runs of distinct crawl documents: a (60 documents in two pairs), b (12), c (15 in two)."""
+    """Three runs of distinct crawl documents: a (60 documents in two pairs), b (12), c (15 in two),
+    and a run's output tier (t/tiers/high: 6)."""
     root = tmp_path_factory.mktemp("sources")
     write_token_run(root / "a", [25, 35])
     write_token_run(root / "b", [12], start=300)
     write_token_run(root / "c", [8, 7], start=600)
+    write_token_run(root / "t" / "tiers" / "high", [6], start=900)
     return root
 
 
@@ -127,19 +128,20 @@ def test_materialised_shares_within_one_document(sources, tmp_path):
 
 
 def test_blend_without_materialising(sources, tmp_path):
-    weights = {"a": 3, "c": 1}
+    weights = {"a": 3, "c": 1, "t/tiers/high": 1}
     out = mix(tmp_path, config(sources, tmp_path / "blend", weights, 20_000, materialize=False))
     assert sorted(p.name for p in out.rglob("*")) == ["data-path.txt", "megatron", "mixture.json"]
     args = (out / "megatron" / "data-path.txt").read_text().split()
     per_source: dict[str, float] = {}
     for weight, prefix in zip(map(float, args[::2]), args[1::2]):
         run = Path(prefix).parent.parent
+        name = str(run.relative_to(sources.resolve()))
         pair_tokens = sum(map(tokens_of, read_pair(prefix)))
         run_tokens = sum(map(tokens_of, run_docs(run)))
-        share = weights[run.name] / sum(weights.values())
+        share = weights[name] / sum(weights.values())
         assert weight == pytest.approx(share * pair_tokens / run_tokens, rel=1e-10)
-        per_source[run.name] = per_source.get(run.name, 0) + weight
-    assert per_source == pytest.approx({"a": 0.75, "c": 0.25}, rel=1e-10)
+        per_source[name] = per_source.get(name, 0) + weight
+    assert per_source == pytest.approx({"a": 0.6, "c": 0.2, "t/tiers/high": 0.2}, rel=1e-10)
     report = json.loads((out / "mixture.json").read_text())
     for entry in report["sources"]:
         docs = run_docs(Path(entry["path"]))
@@ -248,6 +250,9 @@ def test_sources_that_cannot_mix(sources, tmp_path, capsys):
     (tmp_path / "other/manifest.json").write_text(json.dumps(manifest))
     err = mix_error(tmp_path, cfg, capsys)
     assert str(idx) in err and "the file changed since the run was written" in err
+    idx.unlink()
+    err = mix_error(tmp_path, cfg, capsys)
+    assert f"{idx} is listed in the run's manifest but does not exist" in err
     # An output folder that holds something else is not overwritten.
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy/notes.txt").write_text("mine")

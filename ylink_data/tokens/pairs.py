@@ -3,10 +3,11 @@ token ids of any document by position, from a memory-mapped .bin (a remote .bin 
 to a local file, its sha256 verified on the way)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -21,7 +22,8 @@ def read_index(manifest: RunManifest, pair: MegatronPair) -> Index:
     """`pair`'s .idx, verified (size, sha256) and consistent with the manifest and its .bin's size;
     a ManifestError naming the file otherwise."""
     url = pair.idx.ref.url
-    data = bytes(manifest.fs.cat_file(join(manifest.root, pair.idx.path)))
+    with _reading(url):
+        data = bytes(manifest.fs.cat_file(join(manifest.root, pair.idx.path)))
     _verify(url, pair.idx, len(data), hashlib.sha256(data).hexdigest())
     try:
         index = parse_index(data, url)
@@ -39,6 +41,20 @@ def read_index(manifest: RunManifest, pair: MegatronPair) -> Index:
         raise ManifestError(f"{url}: documents are not stored back to back in a .bin of "
                             f"{pair.bin.ref.size} bytes; refusing the run")
     return index
+
+
+@contextlib.contextmanager
+def _reading(url: str) -> Iterator[None]:
+    """A file the manifest lists that cannot be read: one line naming it."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise ManifestError(f"{url} is listed in the run's manifest but does not exist; refusing the run") from None
+    except ManifestError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- fsspec backends raise their own types (auth, HTTP...)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ManifestError(f"cannot read {url}: {type(exc).__name__}: {first}") from None
 
 
 def _verify(url: str, file: RunFile, size: int, sha256: str) -> None:
@@ -87,7 +103,7 @@ class BinReader:
             self._tmp = tempfile.TemporaryDirectory(prefix="ylink-mix-")
         local = os.path.join(self._tmp.name, f"{len(self._maps)}.bin")
         digest, size = hashlib.sha256(), 0
-        with manifest.fs.open(path, "rb") as src, open(local, "wb") as out:
+        with _reading(pair.bin.ref.url), manifest.fs.open(path, "rb") as src, open(local, "wb") as out:
             while chunk := src.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
