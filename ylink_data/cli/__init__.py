@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from .cache import add_parser as add_cache_parser
     add_cache_parser(sub)
+    from .mix import add_parser as add_mix_parser
+    add_mix_parser(sub)
 
     args = parser.parse_args(argv)
     try:
