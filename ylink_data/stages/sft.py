@@ -26,11 +26,11 @@ from pydantic import PositiveInt
 from ..tokens.chat import Malformed, parse_row, to_messages
 from ..tokens.encode import NUM_TOKENS, TOKEN_IDS, ids_to_arrow
 from ..tokens.load import LoadedTokenizer, load_tokenizer
-from ..tokens.sft import ChatTemplate, encode_rendered, load_chat_template, render_with_spans
+from ..tokens.pack import LOSS_MASK
+from ..errors import InputError
+from ..tokens.sft import ChatTemplate, compile_template, encode_rendered, load_chat_template, render_with_spans
 from . import register
 from .base import BatchResult, MapOp
-
-LOSS_MASK = "loss_mask"
 
 
 @register
@@ -56,7 +56,10 @@ class SftTokenize(MapOp):
         self.format, self.max_tokens, self.truncate, self.alternate = format, max_tokens, truncate, alternate
         self.special_tokens = {k: v for k, v in (("bos_token", bos_token), ("eos_token", eos_token)) if v is not None}
         if chat_template is not None:
-            load_chat_template(chat_template)  # a syntax error is a config error, before any work
+            try:
+                compile_template(chat_template)  # a syntax error is a config error, before any work
+            except InputError as exc:
+                raise ValueError(f"chat_template: {exc}") from None
         self._tok: LoadedTokenizer | None = None
         self._template: ChatTemplate | None = None
 
