@@ -52,6 +52,9 @@ class InputConfig(_Strict):
     text_field: str | None = None
     # The url field, dotted for nested ones; null tries url, then metadata.url.
     url_field: str | None = None
+    # JSONL/Parquet rows are conversations (messages, ShareGPT, Alpaca) for `sft_tokenize`: their
+    # conversation fields become `text` as one JSON object (ylink_data/io/readers/jsonl.py).
+    chat: bool = False
     # Files larger than this are split into several tasks where the format allows it
     # (uncompressed JSONL by byte range, Parquet by row group, .warc.gz by gzip member).
     split_bytes: int = Field(256 * MiB, gt=0)
