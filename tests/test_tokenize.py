@@ -133,7 +133,6 @@ def test_one_tokenizer_thread_per_ray_task(ray_session, tokenizer_path, chinese)
     @ray.remote(num_cpus=1)
     def encode_in_task(path: str, texts: list[str]) -> tuple[str | None, int, int, list[list[int]]]:
         import os
-        import threading
 
         op = Tokenize(path)
         op.setup()
