@@ -3,6 +3,7 @@ defaults against plain fastText with its usual settings, over repeated stratifie
 labelled data, paired split by split.
 
     .venv/bin/python bench/bench_quality_cv.py [--repeats 10] [--sets en-web zh-news zh-hand] [--ablations]
+    .venv/bin/python bench/bench_quality_cv.py --sets zh-news-joined zh-news-paragraphs   # layout made alike
 
 (`zh-hand` is not run by default: with 6 good and 7 bad pages held out per split its AUCs are noise.)
 
@@ -33,7 +34,11 @@ Data (../shared/data, read in place; see each folder's SOURCE.txt):
   extracted (good, 493) and as boilerplate that must not be (bad, 499), grouped by page.
 - `zh-news`: the default Chinese model's training data (`ylink_data/assets/models/train_defaults.py`):
   THUCNews articles (good) against ChineseWebText, CC-MAIN-2020-34 and trafilatura boilerplate spam
-  pages (bad), cut into ~1,500-character pieces as the default model is trained.
+  pages (bad), cut into ~1,500-character pieces as the default model is trained. The news articles
+  are stored one per line without line breaks; the spam pages have them.
+- `zh-news-joined` / `zh-news-paragraphs`: zh-news with the two sides' layout made alike, to see what
+  plain fastText's whitespace tokens learn from it: every line break of every piece removed, or a
+  line break after every sentence of every piece (as a web page's paragraphs).
 - `zh-hand`: ChineseWebText pages labelled by hand: the `clean` (22) against the `spam` (27) pages
   of tests/data/chinesewebtext_cleared1_labels.json, plus the authors' 10 clean and 10 dirty
   examples.
@@ -45,6 +50,7 @@ import datetime as dt
 import inspect
 import json
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -95,6 +101,17 @@ def zh_news(tmp: Path) -> tuple[Docs, Docs]:
             docs.setdefault(e.group, []).append(e.text)
         sides.append(docs)
     return sides[0], sides[1]
+
+
+_LINE_BREAKS = re.compile(r"\s*\n\s*")
+_SENTENCE_END = re.compile(r"[。！？][”」]?")
+
+
+def with_layout(docs: Docs, how: str) -> Docs:
+    """`joined`: every line break removed; `paragraphs`: a line break after every sentence."""
+    if how == "paragraphs":
+        return {k: [_SENTENCE_END.sub(lambda m: m.group() + "\n", t) for t in ts] for k, ts in docs.items()}
+    return {k: [_LINE_BREAKS.sub("", t) for t in ts] for k, ts in docs.items()}
 
 
 def zh_hand() -> tuple[Docs, Docs]:
@@ -204,7 +221,8 @@ def compare(name: str, good: Docs, bad: Docs, lang: str, sides: dict[str, Side],
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--sets", nargs="+", default=["en-web", "zh-news"], choices=["en-web", "zh-news", "zh-hand"])
+    ap.add_argument("--sets", nargs="+", default=["en-web", "zh-news"],
+                    choices=["en-web", "zh-news", "zh-news-joined", "zh-news-paragraphs", "zh-hand"])
     ap.add_argument("--ablations", action="store_true", help="also each side at the other's reading length")
     args = ap.parse_args()
     print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, Python "
@@ -214,6 +232,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="ylink-quality-cv-data-") as tmp:
         data = {"en-web": (en_web, "en"), "zh-news": (lambda: zh_news(Path(tmp)), "zh"), "zh-hand": (zh_hand, "zh")}
+        for how in ("joined", "paragraphs"):
+            data[f"zh-news-{how}"] = (lambda how=how: tuple(with_layout(d, how) for d in zh_news(Path(tmp))), "zh")
         for name in args.sets:
             load, lang = data[name]
             good, bad = load()

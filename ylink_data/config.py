@@ -52,6 +52,9 @@ class InputConfig(_Strict):
     text_field: str | None = None
     # The url field, dotted for nested ones; null tries url, then metadata.url.
     url_field: str | None = None
+    # JSONL/Parquet rows are conversations (messages, ShareGPT, Alpaca) for `sft_tokenize`: their
+    # conversation fields become `text` as one JSON object (ylink_data/io/readers/jsonl.py).
+    chat: bool = False
     # Files larger than this are split into several tasks where the format allows it
     # (uncompressed JSONL by byte range, Parquet by row group, .warc.gz by gzip member).
     split_bytes: int = Field(256 * MiB, gt=0)
@@ -185,13 +188,13 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     return cfg
 
 
-def _read_yaml(path: Path) -> Any:
+def _read_yaml(path: Path, what: str = "pipeline") -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"pipeline file not found: {path}") from None
+        raise ConfigError(f"{what} file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read pipeline file {path}: {exc}") from None
+        raise ConfigError(f"cannot read {what} file {path}: {exc}") from None
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
@@ -410,11 +413,12 @@ def did_you_mean(word: str, choices: Any) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _describe(err: dict, raw: dict) -> str:
+def _describe(err: dict, raw: dict, model: type[BaseModel] = PipelineConfig) -> str:
+    """One line for one pydantic error of `model` (PipelineConfig, or the mixture YAML's)."""
     loc = tuple(err["loc"])
     where = format_loc(loc)
     if err["type"] == "extra_forbidden":
-        allowed = _allowed_keys(PipelineConfig, loc[:-1])
+        allowed = _allowed_keys(model, loc[:-1])
         hint = did_you_mean(loc[-1], allowed) or (f"; allowed: {', '.join(sorted(allowed))}" if allowed else "")
         return f"{where}: unknown key{hint}"
     if err["type"] == "missing":

@@ -48,10 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     add_quality_parser(sub)
     from .report import add_parser as add_report_parser
     add_report_parser(sub)
+    from .tokenizer import add_parser as add_tokenizer_parser
+    add_tokenizer_parser(sub)
 
     from .cache import add_parser as add_cache_parser
     add_cache_parser(sub)
     from .export import add_parser as add_export_parser; add_export_parser(sub)  # noqa: E702
+
+    from .mix import add_parser as add_mix_parser
+    add_mix_parser(sub)
 
     args = parser.parse_args(argv)
     try:

@@ -30,7 +30,7 @@ from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards
 from .ray_env import ensure_ray
-from .stats import TaskStats, check_invariant, run_stats
+from .stats import TaskStats, check_invariant, run_stats, token_stats
 from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, TaskCounter, submit_all  # noqa: F401 -- names tests use
 from .tasks import TaskSpec, load_marker
 
@@ -101,6 +101,8 @@ class Runner:
             for marker in phase_markers.values():
                 total.add(TaskStats.from_json(marker["stats"]))
         stats = run_stats(total, stage_names(self.cfg.ops), sum(s["rows"] for s in shards))
+        if "tokenize" in dict(self.cfg.ops):  # token counts of the published shards (stats.token_stats)
+            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards)
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")

@@ -2,7 +2,7 @@
 (`__label__lq`) examples, with a held-out evaluation and a reproducible result.
 
 Steps, each a pure function of the inputs and the seed:
-1. Read the examples with the project's readers (paths, globs, URLs; JSONL, Parquet, text, HTML,
+1. Read the examples with `io.texts` (run folders; paths, globs, URLs; JSONL, Parquet, text, HTML,
    WARC/WET; HTML pages are reduced to their main text by the default extractor, as the `extract` op
    does it: in a child process killed at its time limit, so a hostile page is skipped, with a count
    in the progress messages, instead of holding training for minutes). With `chunk_chars` each
@@ -28,7 +28,6 @@ import hashlib
 import os
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Literal
@@ -36,13 +35,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from ..config import InputConfig
 from ..errors import InputError
-from ..io.fs import atomic_write, expand_paths, filesystem, write_json
-from ..io.readers import Record, open_split, plan_splits, read_split
-from ..timelimit import DocumentTimeout
-from ..transform.extract import DEFAULT_EXTRACTOR
-from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
+from ..io.fs import atomic_write, filesystem, write_json
+from ..io.texts import Skipped, iter_texts
 from .model import NEGATIVE, POSITIVE, QualityModel
 from .preprocess import model_line
 
@@ -59,50 +54,19 @@ class Example:
 def read_examples(paths: list[str], *, storage_options: dict[str, Any] | None = None,
                   chunk_chars: int | None = None, min_chars: int = 1, what: str = "input",
                   progress: Progress | None = None) -> list[Example]:
-    """Every document of `paths` (cut into pieces when `chunk_chars` is set), in file order. An HTML
-    page whose extraction fails or takes longer than the extract op's default time limit is left
-    out; `progress` hears how many were and the first one's file, offset and error."""
-    options = storage_options or {}
-    files = []
-    for i, path in enumerate(paths):
-        try:
-            files += expand_paths([path], lambda _: options)
-        except InputError as exc:
-            message = str(exc).split(": ", 1)[-1]  # drop expand_paths' "input.paths[0]" prefix
-            raise InputError(f"{what}[{i}]: {message}") from None
-    cfg = InputConfig(paths=list(paths))
+    """Every document of `paths` (cut into pieces when `chunk_chars` is set), in file order, read by
+    `io.texts.iter_texts` (run folders too). An HTML page whose extraction fails or takes longer than
+    the extract op's default time limit is left out; `progress` hears how many were and the first
+    one's file, offset and error."""
     out: list[Example] = []
-    skipped: Counter[str] = Counter()
-    first_skipped = ""
-    with ExtractorProcess(DEFAULT_EXTRACTOR) as extractor:  # its process starts with the first HTML page
-        for split in plan_splits(files, cfg, lambda _: options):
-            with open_split(split, options) as f:
-                for item in read_split(split, f, cfg):
-                    if not isinstance(item, Record):
-                        continue
-                    group = f"{split.url}@{item.offset}"
-                    try:
-                        text = _main_text(item, extractor)
-                    except (DocumentTimeout, ExtractorFailed) as exc:
-                        skipped["timeout" if isinstance(exc, DocumentTimeout) else "error"] += 1
-                        first_skipped = first_skipped or f"{public_url(split.url)}@{item.offset}: {exc}"
-                        continue
-                    for piece in (chunk(text, chunk_chars) if chunk_chars else [text]):
-                        if len(piece.strip()) >= min_chars:
-                            out.append(Example(piece, group))
-    if skipped and progress:
-        counts = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-        progress(f"{what}: skipped {sum(skipped.values())} HTML page(s) the extractor could not read "
-                 f"({counts}; first {first_skipped})")
+    skipped = Skipped()
+    for group, text in iter_texts(paths, storage_options=storage_options, what=what, skipped=skipped):
+        for piece in (chunk(text, chunk_chars) if chunk_chars else [text]):
+            if len(piece.strip()) >= min_chars:
+                out.append(Example(piece, group))
+    if skipped.counts and progress:
+        progress(skipped.describe(what))
     return out
-
-
-def _main_text(record: Record, extractor: ExtractorProcess) -> str:
-    """The record's text; an HTML page's main text, extracted within the extract op's time limit."""
-    text = record.decoded()
-    if "html" in str(record.metadata.get("content_type") or "").lower():
-        return extractor.extract(text, record.url, DEFAULT_TIME_LIMIT_S)[0]
-    return text
 
 
 def chunk(text: str, size: int) -> list[str]:

@@ -40,14 +40,15 @@ details summary{cursor:pointer;font-size:13px}
 """
 
 SECTIONS = [("summary", "Summary"), ("funnel", "Funnel"), ("drops", "Dropped documents"),
-            ("distributions", "Distributions"), ("duplicates", "Duplicates"), ("throughput", "Throughput"),
+            ("distributions", "Distributions"), ("duplicates", "Duplicates"), ("tokens", "Tokens"),
+            ("throughput", "Throughput"),
             ("quarantine", "Quarantine"), ("config", "Config")]
 
 
 def render(data: ReportData) -> str:
     name = data.manifest.get("name") or data.info.get("name") or "run"
     body = [_summary(data), _funnel(data), _drops(data), _distributions(data), _duplicates(data),
-            _throughput(data), _quarantine(data), _config(data)]
+            _tokens(data), _throughput(data), _quarantine(data), _config(data)]
     nav = "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -201,6 +202,24 @@ def _duplicates(d: ReportData) -> str:
     elif any(name == "minhash_dedup" for name, _ in dedup):
         parts.append(_note("Set `cluster_columns: true` on minhash_dedup for cluster sizes."))
     return _section("duplicates", *parts)
+
+
+def _tokens(d: ReportData) -> str:
+    """stats.json's `tokens` (the tokenize op's counts, summed from the published shards)."""
+    tokens = d.stats.get("tokens")
+    if not tokens:
+        return _section("tokens", _note("No tokenize op in this pipeline."))
+    total, docs = tokens["total"], tokens.get("documents", 0)
+    parts = ["".join([_kpi(f"{total:,}", "tokens"), _kpi(f"{docs:,}", "documents"),
+                      _kpi(f"{total / docs:,.0f}" if docs else "—", "tokens per document")])]
+    share = (lambda n: f"{n / total:.1%}") if total else (lambda n: "—")
+    parts.append("<h3>By language</h3>" + _table(["language", "tokens", "share"],
+                                                  [[k, n, share(n)] for k, n in tokens["by_lang"].items()]))
+    if tokens.get("by_tier"):
+        parts.append("<h3>By output tier</h3>" + _table(["tier", "tokens", "share"],
+                                                         [[k, n, share(n)] for k, n in tokens["by_tier"].items()]))
+    parts.append(_note("Counts include each document's end-of-document token; read from the shards' num_tokens."))
+    return _section("tokens", *parts)
 
 
 def _throughput(d: ReportData) -> str:

@@ -3,14 +3,25 @@
 Adds `token_ids` (list<uint16> when the vocabulary holds at most 65,536 tokens, else list<uint32>)
 and `num_tokens` (int32). Each document's ids are exactly `Tokenizer.encode(text).ids`, followed by
 the end-of-document id (`append_eod`, default on: `<|endoftext|>` or the first end token the
-vocabulary has, or `eod_token`). The tokenizer is read once per worker process, by path or any
+vocabulary has, or `eod_token`), of the tokenizer without the padding and truncation an inference
+tokenizer.json may switch on (`load_tokenizer` turns them off: a batch encode would pad every
+document, and training text is never cut). The tokenizer is read once per worker process, by path or any
 fsspec URL (`storage:` options apply). Nothing is dropped; a document with no text gets just the
 end-of-document id.
+
+One tokenizer thread per worker core: a Ray task holds one CPU and a worker runs one task at a
+time, but the Rust tokenizer's batch encoding runs on a rayon pool as large as the machine, in every
+worker. In a Ray worker the op gives it the task's CPUs instead (TOKENIZERS_PARALLELISM=false for
+one: encoding stays on the task's own thread; RAYON_NUM_THREADS for more). Measured in
+bench/bench_tokenize.py: not slower per core, and no oversubscription.
 """
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
+from ..errors import InputError
 from ..tokens.encode import NUM_TOKENS, TOKEN_IDS, encode_texts
 from ..tokens.load import LoadedTokenizer, load_tokenizer
 from . import register
@@ -30,11 +41,15 @@ class Tokenize(MapOp):
         self._tok: LoadedTokenizer | None = None
 
     def setup(self) -> None:
-        self._tok = load_tokenizer(self.tokenizer, self.storage_options(self.tokenizer), self.eod_token)
+        use_task_cpus()
+        try:
+            self._tok = load_tokenizer(self.tokenizer, self.storage_options(self.tokenizer), self.eod_token)
+        except InputError as exc:  # the key to fix, then what is wrong with the file
+            key = "eod_token" if self.eod_token is not None and "to end documents with" in str(exc) else "tokenizer"
+            raise InputError(f"{self.name}.{key}: {exc}") from None
         if self.append_eod and self._tok.eod_id is None:
-            from ..errors import InputError
-            raise InputError(f"tokenizer {self.tokenizer} has no end-of-document token (<|endoftext|>, </s>...): "
-                             "name one with eod_token, or set append_eod: false")
+            raise InputError(f"{self.name}.tokenizer: {self.tokenizer} has no end-of-document token "
+                             "(<|endoftext|>, </s>...): name one with eod_token, or set append_eod: false")
 
     @property
     def loaded(self) -> LoadedTokenizer:
@@ -49,3 +64,23 @@ class Tokenize(MapOp):
             if name in table.column_names:
                 table = table.drop_columns([name])
         return BatchResult(table.append_column(TOKEN_IDS, token_ids).append_column(NUM_TOKENS, num_tokens))
+
+
+def use_task_cpus() -> int | None:
+    """In a Ray worker, let the tokenizers library use the CPUs the task holds and no more; returns
+    that number (None outside a worker: a driver or a script keeps the library's default)."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    if ctx.worker.mode != ray._private.worker.WORKER_MODE:  # no public name for it
+        return None
+    cpus = max(1, int(ctx.get_assigned_resources().get("CPU", 1)))
+    if cpus == 1:
+        # Read by the library at every batch call: the batch is encoded on the calling thread.
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    else:
+        # Read when the rayon pool starts, at the first parallel call of the process.
+        os.environ.setdefault("RAYON_NUM_THREADS", str(cpus))
+    return cpus

@@ -70,11 +70,15 @@ def _load(url: str, options: str, eod_token: str | None) -> LoadedTokenizer:
     except Exception as exc:  # noqa: BLE001 -- the Rust side raises a bare Exception
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InputError(f"tokenizer {shown} is not a Hugging Face tokenizer.json: {first}") from None
+    # A tokenizer.json made for inference may pad or truncate (BERT's cut at 512): a batch encode
+    # would pad every text to the longest, and training text must never be cut.
+    tok.no_padding()
+    tok.no_truncation()
     if eod_token is not None:
         eod_id = tok.token_to_id(eod_token)
         if eod_id is None:
             raise InputError(f"tokenizer {shown} has no token {eod_token!r} to end documents with "
-                             "(name one it has, or eod: false)")
+                             "(name one it has, or append none)")
     else:
         eod_token = next((t for t in EOD_TOKENS if tok.token_to_id(t) is not None), None)
         eod_id = tok.token_to_id(eod_token) if eod_token else None

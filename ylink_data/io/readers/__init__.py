@@ -53,6 +53,9 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
         if fmt is None:
             raise InputError(f"cannot tell the format of {file.url} from its name; set input.format "
                              f"(warc, wet, jsonl, parquet, text or html)")
+        if cfg.chat and fmt not in ("jsonl", "parquet"):
+            raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
+                             f"remove it from input.paths or set input.chat: false")
         size = file.size
         if fmt in ("warc", "wet"):
             if compression not in (None, "gzip"):
@@ -169,9 +172,9 @@ def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record 
     if split.format in ("warc", "wet"):
         return read_warc(split, f, cfg.max_record_bytes)
     if split.format == "jsonl":
-        return read_jsonl(split, f, cfg.max_record_bytes, cfg.text_field, cfg.url_field)
+        return read_jsonl(split, f, cfg.max_record_bytes, cfg.text_field, cfg.url_field, cfg.chat)
     if split.format == "parquet":
-        return read_parquet(split, f, cfg.text_field, cfg.url_field)
+        return read_parquet(split, f, cfg.text_field, cfg.url_field, cfg.chat)
     if split.format == "text":
         return read_text(split, f, cfg.max_record_bytes)
     if split.format == "html":

@@ -2,6 +2,11 @@
 
 Uncompressed files are splittable by byte range: a line belongs to the split in which it starts.
 A record's offset is the byte offset of its line in the (decompressed) stream.
+
+With `input.chat: true` a row is a conversation (OpenAI `messages`, ShareGPT `conversations`, Alpaca
+`instruction`/`input`/`output`): its conversation fields, as they are, become `text` as one JSON
+object, for the `sft_tokenize` op to check and render (a malformed one is dropped there with a named
+reason, not lost here); the other fields go into `metadata` as usual.
 """
 from __future__ import annotations
 
@@ -13,6 +18,10 @@ from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error
 
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
+# The fields a chat row's conversation is made of (input.chat): messages, ShareGPT, Alpaca, and the
+# system prompt some ShareGPT and Alpaca files give beside the turns.
+CHAT_FIELDS = ("messages", "conversations", "instruction", "input", "output", "system")
+_CHAT_KEYS = ("messages", "conversations", "instruction", "output")  # at least one of these
 _SKIP_CHUNK = 1 << 20
 # A JSON escape of a UTF-16 surrogate (\ud800-\udfff) that is not half of a pair: valid JSON, but no
 # character, and text holding one cannot be written as UTF-8. Found on the raw line: a high half
@@ -26,7 +35,7 @@ _UNPAIRED_SURROGATE = re.compile(  # written to start with the literal \u, which
 
 
 def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: str | None,
-               url_field: str | None) -> Iterator[Record | Skip | Bad]:
+               url_field: str | None, chat: bool = False) -> Iterator[Record | Skip | Bad]:
     pos = split.start
     if pos:
         f.seek(pos - 1)
@@ -49,10 +58,11 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
             continue
         if not line.strip():
             continue  # blank lines separate nothing: not records
-        yield _parse(line, start, text_field, url_field)
+        yield _parse(line, start, text_field, url_field, chat)
 
 
-def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | None) -> Record | Skip | Bad:
+def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | None,
+           chat: bool = False) -> Record | Skip | Bad:
     try:
         obj = json.loads(line)
     except UnicodeDecodeError as exc:
@@ -66,7 +76,7 @@ def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | No
         if lone:
             return Bad(offset, f"lone surrogate {lone[1]} in {lone[0]}: half of a UTF-16 pair, not a character; "
                                f"fix the line (e.g. replace it with \\ufffd)")
-    return record_from_mapping(obj, offset, text_field, url_field)
+    return record_from_mapping(obj, offset, text_field, url_field, chat)
 
 
 def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
@@ -90,9 +100,12 @@ def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
 
 
 def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None,
-                        url_field: str | None) -> Record | Skip | Bad:
-    """A JSONL object or a Parquet row: the text field becomes `text`, the url field (a dotted path
-    for nested fields, e.g. `metadata.url`) `url`, and every other field goes into `metadata`."""
+                        url_field: str | None, chat: bool = False) -> Record | Skip | Bad:
+    """A JSONL object or a Parquet row: the text field becomes `text` (with `chat`, the conversation
+    fields as one JSON object), the url field (a dotted path for nested fields, e.g. `metadata.url`)
+    `url`, and every other field goes into `metadata`."""
+    if chat:
+        return _chat_record(obj, offset, url_field)
     field = text_field or next((k for k in TEXT_FIELDS if k in obj), None)
     if field is None or field not in obj:
         want = repr(text_field) if text_field else " or ".join(map(repr, TEXT_FIELDS))
@@ -102,12 +115,25 @@ def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None
         return Skip(offset, "empty")
     if not isinstance(text, str):
         return Bad(offset, f"field {field!r} is {type(text).__name__}, not a string")
-    url = None
+    return Record(offset, text, _url(obj, url_field), obj)
+
+
+def _chat_record(obj: dict[str, Any], offset: int, url_field: str | None) -> Record | Bad:
+    """The row's conversation fields, whatever their values (checked by sft_tokenize, which names
+    what is wrong), as `text`; a row with none of them is not a conversation at all."""
+    if not any(k in obj for k in _CHAT_KEYS):
+        return Bad(offset, f"no conversation field (messages, conversations, or instruction/output) among fields "
+                           f"{', '.join(list(obj)[:8])}; input.chat reads chat rows only")
+    conversation = {k: obj.pop(k) for k in CHAT_FIELDS if k in obj}
+    return Record(offset, json.dumps(conversation, ensure_ascii=False, default=str), _url(obj, url_field), obj)
+
+
+def _url(obj: dict[str, Any], url_field: str | None) -> str | None:
     for path in [url_field] if url_field else URL_FIELDS:
         url = _dotted(obj, path)
         if isinstance(url, str):
-            break
-    return Record(offset, text, url if isinstance(url, str) else None, obj)
+            return url
+    return None
 
 
 def _dotted(obj: dict[str, Any], path: str) -> Any:

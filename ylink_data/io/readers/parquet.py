@@ -19,7 +19,8 @@ BATCH_ROWS = 1024
 _PARQUET_ERRORS = (pa.ArrowException, OSError)
 
 
-def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: str | None) -> Iterator[Record | Skip | Bad]:
+def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: str | None,
+                 chat: bool = False) -> Iterator[Record | Skip | Bad]:
     try:
         pf = pq.ParquetFile(f)
     except _PARQUET_ERRORS as exc:
@@ -32,7 +33,7 @@ def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: 
     try:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
             for obj in _rows(batch, row):
-                yield obj if isinstance(obj, Bad) else record_from_mapping(obj, row, text_field, url_field)
+                yield obj if isinstance(obj, Bad) else record_from_mapping(obj, row, text_field, url_field, chat)
                 row += 1
     except _PARQUET_ERRORS as exc:
         if is_io_failure(exc):

@@ -1,0 +1,164 @@
+"""`ylink tokenizer train`: a byte-level BPE from runs and any input format, reproducible to the
+byte, with a pre-tokenizer that never lets a merge cross punctuation in Chinese."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from tokenizers import Tokenizer, decoders
+
+from ylink_data.cli import main
+from ylink_data.tokens.train import MIN_VOCAB, sample, train_on_texts
+
+from .conftest import SAMPLES, TEST_DATA
+from .shardruns import write_run
+
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _is_punct(c: str) -> bool:  # Chinese and ASCII punctuation and symbols: Unicode P* and S*
+    return unicodedata.category(c)[0] in "PS"
+
+
+@pytest.fixture(scope="module")
+def cnews_jsonl(tmp_path_factory) -> Path:
+    """THUCNews articles (real Chinese news, research-only: read from ../shared/data) as JSONL."""
+    from .conftest import SHARED_DATA
+
+    src = SHARED_DATA / "zh_thucnews_cnews" / "cnews.val.txt"
+    if not src.exists():
+        pytest.skip(f"research-only data not found at {src} (CI always has ../shared/data)")
+    out = tmp_path_factory.mktemp("cnews") / "cnews.jsonl"
+    with open(src, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as o:
+        for line in list(f)[:400]:
+            o.write(json.dumps({"text": line.rstrip("\n").split("\t", 1)[1]}, ensure_ascii=False) + "\n")
+    return out
+
+
+def _train(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["tokenizer", "train", *args, "--no-progress"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_same_input_and_seed_give_byte_identical_files(cnews_jsonl, tmp_path, capsys):
+    english = str(TEST_DATA / "cc_en_head-0174.jsonl.gz")
+    outs = [tmp_path / f"t{i}.json" for i in range(2)]
+    for out in outs:
+        code, stdout, err = _train(capsys, str(cnews_jsonl), english, "--vocab-size", "2000", "--output", str(out))
+        assert code == 0, err
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    sha = hashlib.sha256(outs[0].read_bytes()).hexdigest()
+    assert f"sha256 {sha}" in stdout and "2,000 tokens" in stdout
+    tok = Tokenizer.from_file(str(outs[0]))
+    assert tok.get_vocab_size() == 2000
+    assert tok.token_to_id("<|endoftext|>") == 0 and tok.token_to_id("<|pad|>") == 1
+    text = "新浪体育讯 北京时间3月5日，Hello world! 🙂"
+    assert tok.decode(tok.encode(text).ids) == text  # byte-level: lossless, no normaliser
+
+
+def test_seed_chooses_the_sample_of_max_documents(cnews_jsonl, tmp_path, capsys):
+    def train(name: str, seed: int) -> bytes:
+        out = tmp_path / name
+        code, stdout, err = _train(capsys, str(cnews_jsonl), "--vocab-size", "600", "--output", str(out),
+                                   "--max-documents", "50", "--seed", str(seed))
+        assert code == 0, err
+        assert f"trained on 50 of 400 documents (sampled, seed {seed})" in stdout
+        return out.read_bytes()
+
+    assert train("a.json", 1) == train("b.json", 1)
+    assert train("c.json", 2) != train("a.json", 1)  # another sample of the documents, another vocabulary
+
+
+def test_sample_is_a_uniform_reservoir():
+    items = [f"doc{i}" for i in range(20)]
+    assert sample(iter(items), 50, seed=0) == items  # fewer than k: all, in order
+    picks = {x: 0 for x in items}
+    for seed in range(2000):
+        chosen = sample(iter(items), 5, seed)
+        assert len(set(chosen)) == 5 and set(chosen) <= set(items)
+        for x in chosen:
+            picks[x] += 1
+    # each item is kept with probability 5/20: 500 times of 2,000 expected, sd ~19
+    assert all(400 < n < 600 for n in picks.values()), picks
+
+
+def test_chinese_merges_never_cross_punctuation_and_digits_stay_single(cnews_jsonl, tmp_path, capsys):
+    out = tmp_path / "zh.json"
+    code, _, err = _train(capsys, str(cnews_jsonl), "--vocab-size", "3000", "--output", str(out))
+    assert code == 0, err
+    tok = Tokenizer.from_file(str(out))
+    byte_level = decoders.ByteLevel()
+    whole = []  # vocabulary entries that are whole UTF-8 characters
+    for piece in tok.get_vocab():
+        text = byte_level.decode([piece])
+        if "\ufffd" not in text:
+            whole.append(text)
+    assert sum(bool(HAN.search(t)) and len(t) >= 3 for t in whole) > 100  # Han runs were merged into words
+    for text in whole:
+        assert not (HAN.search(text) and any(_is_punct(c) for c in text)), text
+        if any(c.isdigit() for c in text):
+            assert len(text) == 1, text
+    # The same on real text, each token's characters found by its offsets (a token that is part of
+    # a character covers the whole character).
+    articles = [json.loads(line)["text"] for line in open(cnews_jsonl, encoding="utf-8")][:50]
+    mixed = digits = 0
+    for article in articles:
+        enc = tok.encode(article)
+        for start, end in enc.offsets:
+            piece = article[start:end]
+            mixed += bool(HAN.search(piece) and any(_is_punct(c) for c in piece))
+            digits += sum(c.isdigit() for c in piece) > 1
+        assert tok.decode(enc.ids) == article
+    assert mixed == 0 and digits == 0
+
+
+def test_a_run_folder_is_read_through_its_manifest(tmp_path, capsys):
+    run = tmp_path / "run"
+    write_run(run, shards=2, docs_per_shard=30)
+    out = tmp_path / "from-run.json"
+    code, stdout, err = _train(capsys, str(run), "--vocab-size", "800", "--output", str(out))
+    assert code == 0, err
+    assert "trained on 60 documents" in stdout
+    texts = [t for p in sorted((run / "data").glob("*.parquet")) for t in pq.read_table(p)["text"].to_pylist()]
+    expected = train_on_texts(texts, 800, show_progress=False).to_str()
+    assert out.read_text() == expected
+
+
+def test_any_input_format(tmp_path, capsys):
+    out = tmp_path / "wet.json"
+    code, stdout, err = _train(capsys, str(SAMPLES / "CC-MAIN-2024-22-whirlwind.warc.wet.gz"),
+                               "--vocab-size", "500", "--output", str(out))
+    assert code == 0, err
+    from warcio.archiveiterator import ArchiveIterator
+
+    with open(SAMPLES / "CC-MAIN-2024-22-whirlwind.warc.wet.gz", "rb") as f:
+        n = sum(1 for r in ArchiveIterator(f) if r.rec_type == "conversion" and r.content_stream().read().strip())
+    assert f"trained on {n:,} documents" in stdout
+    assert Tokenizer.from_file(str(out)).get_vocab_size() == 500
+
+
+@pytest.mark.parametrize("case", ["missing input", "vocab too small", "output not writable", "empty input"])
+def test_one_line_errors(tmp_path, capsys, case):
+    good = str(TEST_DATA / "cc_en_head-0174.jsonl.gz")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    args, expect = {
+        "missing input": ([str(tmp_path / "nope.jsonl"), "--vocab-size", "300"], "nope.jsonl"),
+        "vocab too small": ([good, "--vocab-size", "100"], f"at least {MIN_VOCAB}"),
+        "output not writable": ([good, "--vocab-size", "300", "--output", str(blocker / "t.json")], "a-file"),
+        "empty input": ([str(empty), "--vocab-size", "300"], "no documents in"),
+    }[case]
+    if "--output" not in args:
+        args += ["--output", str(tmp_path / "t.json")]
+    code, _, err = _train(capsys, *args)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and expect in err, err
+    assert not (tmp_path / "t.json").exists()
