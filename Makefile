@@ -1,5 +1,6 @@
 # Two commands for a fresh machine (see README):
-#   make run    installs ylink-data into .venv and runs the quickstart pipeline on the bundled crawl
+#   make run    installs ylink-data into .venv, runs the quickstart pipeline on the bundled crawl and
+#               turns its output into Megatron token files with a tokenizer trained on it
 #   make test   installs ylink-data with its test extras into .venv and runs the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,8 +25,12 @@ $(VENV)/.torch: $(BIN)/ylink
 
 install: $(BIN)/ylink
 
+# The quickstart, then its corpus as training data: a small byte-level BPE trained on its own output
+# and the output tokenized into Megatron-LM's .bin/.idx files (out/quickstart-megatron/).
 run: install
 	$(BIN)/ylink run pipelines/quickstart.yaml
+	$(BIN)/ylink tokenizer train out/quickstart --vocab-size 4096 --output out/quickstart-tokenizer.json
+	$(BIN)/ylink export megatron out/quickstart --tokenizer out/quickstart-tokenizer.json --output out/quickstart-megatron
 
 test: install $(VENV)/.torch
 	$(BIN)/python -m pytest

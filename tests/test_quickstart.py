@@ -138,3 +138,37 @@ def test_quickstart_command_from_the_readme(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out)
     assert (out / "manifest.json").exists()
+
+
+def make_run_steps() -> list[list[str]]:
+    """The commands of the Makefile's `run` target, as `make run` runs them."""
+    lines = (REPO / "Makefile").read_text().split("\nrun: install\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [line.strip().split() for line in lines if line.startswith("\t")]
+
+
+def test_make_run_ends_with_a_tokenizer_and_megatron_files(quickstart_run, tmp_path):
+    """`make run`'s last steps on the quickstart's output: a tokenizer trained on it, Megatron files
+    that megatron-core reads, each document exactly the tokenizer's ids of its text and the EOD."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+    from tokenizers import Tokenizer
+
+    run_dir, _ = quickstart_run
+    steps = make_run_steps()
+    assert steps[0][1:] == ["run", "pipelines/quickstart.yaml"] and len(steps) == 3
+    for step in steps[1:]:
+        args = [a.replace("out/quickstart", str(tmp_path / "qs")) for a in step[1:]]
+        args = [str(run_dir) if a == str(tmp_path / "qs") else a for a in args]
+        assert step[0] == "$(BIN)/ylink"
+        proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", *args], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    tok = Tokenizer.from_file(str(tmp_path / "qs-tokenizer.json"))
+    eod = tok.token_to_id("<|endoftext|>")
+    texts = ylink_data.open_run(run_dir).to_arrow().column("text").to_pylist()
+    manifest = json.loads((tmp_path / "qs-megatron" / "manifest.json").read_text())
+    got = []
+    for pair in manifest["megatron"]["files"]:
+        ds = IndexedDataset(str(tmp_path / "qs-megatron" / pair["prefix"]))
+        got += [ds[i].tolist() for i in range(len(ds))]
+    assert got == [tok.encode(t).ids + [eod] for t in texts]
+    assert any(CJK.search(t) for t in texts)  # Chinese went through the trained tokenizer too
