@@ -90,6 +90,8 @@ class OutputConfig(_Strict):
     shard_bytes: int = Field(128 * MiB, gt=0)
     compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
     megatron: MegatronOutputConfig | None = None
+    # Question-answer rows (qa_extract, qa_generate) also as fine-tuning JSONL, OUTPUT/sft/part-NNNNN.jsonl
+    sft_format: Literal["alpaca", "sharegpt", "messages"] | None = None
 
 
 class RayConfig(_Strict):
