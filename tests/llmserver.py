@@ -37,7 +37,7 @@ KINDS = ("429", "500", "stall", "malformed", "schema", "unsupported", "400")
 MADE_UP = {"en": "The moon is made of green cheese and orbits a purple giraffe.", "zh": "月亮由绿色奶酪制成，绕着紫色长颈鹿旋转。"}
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _PAIRS_ASKED = re.compile(r"(\d+)\s*(?:question|个问答)")
-_DOCUMENT = re.compile(r"<document>\s*(.*?)\s*</document>", re.S)
+_DOCUMENT = re.compile(r"<document>\n(.*?)\n</document>", re.S)  # on lines of their own: prompts name the tags too
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
