@@ -16,7 +16,7 @@ from ylink_data.pipeline.stats import check_invariant
 from ylink_data.stages.qa_generate import parse_pairs, Unparseable
 from ylink_data.transform import grounding
 
-KEY = "sk-ylinktest-0123456789abcdefghij"  # the shape of an OpenAI key: redaction must not need to know it
+KEY = "ylinktest-0123456789abcdefghij"  # no well-known token shape: masked only as the value read from ${VAR}
 
 
 def _chunks(shared: Path) -> list[str]:

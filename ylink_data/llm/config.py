@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 # Defaults, ours: a local server takes 16 concurrent requests comfortably (vLLM batches them), a
 # long answer from a 7B model on one GPU takes well under 2 minutes, and 5 retries with backoff
@@ -37,7 +38,7 @@ ANSWER_KEYS = ("model", "temperature", "top_p", "max_tokens", "seed", "extra_bod
 
 def _http_url(v: str | None) -> str | None:
     if v is not None and not v.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1), got {v!r}")
+        raise PydanticCustomError("http_url", "base_url must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
     return v.rstrip("/") if v else v
 
 
