@@ -13,6 +13,7 @@ OUTPUT/
   tiers/<tier>/              with output tiers: each tier's data/, megatron/, sft/ and manifest.json (a run of its own
                              for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts and completion markers; removed on success
+  llm-cache/                 answers of the LLM server by request (ops that call a model); kept by --fresh
   run.lock                   held by the run in progress (see lock.py); removed when it ends
 """
 from __future__ import annotations
@@ -30,6 +31,9 @@ from ..io.fs import filesystem, join
 # config finds out what the folder holds.
 OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "sft", "quarantine",
                "rejected", "run.json")
+# Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
+# asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.
+KEPT_ENTRIES = ("llm-cache",)
 LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held
 
 
@@ -112,7 +116,7 @@ class RunLayout:
         if not self.fs.exists(self.root):
             return []
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
-        return sorted(n for n in names if n not in OWN_ENTRIES and n != LOCK)
+        return sorted(n for n in names if n not in OWN_ENTRIES and n not in KEPT_ENTRIES and n != LOCK)
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
         """The files `manifest` lists (shards, and Megatron .bin/.idx pairs) that are not in the

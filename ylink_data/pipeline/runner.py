@@ -160,7 +160,8 @@ class Runner:
             # Unset output options (megatron: null) are left out: runs from before they existed keep
             # their fingerprint, and so resume or stay complete.
             "output": self.cfg.output.model_dump(exclude={"path"}, exclude_none=True),
-            "stages": [[name, params] for name, params in self.cfg.ops],
+            # Ops may leave out parameters that change no output (an LLM op: its server and key).
+            "stages": [[name, _fingerprint_params(name, params)] for name, params in self.cfg.ops],
         }
         digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
         return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_megatron(self.cfg))
@@ -367,6 +368,11 @@ class Runner:
             self.counter.completed_one()
 
         submit_all(remote, args_list, done, describe)
+
+
+def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    own = getattr(op_class(name), "fingerprint_params", None)
+    return own(params) if own else params
 
 
 def _describe_task(spec: TaskSpec) -> str:
