@@ -105,10 +105,11 @@ def test_faq_headings_in_real_markdown(shared_data):
         pairs += len(got)
         found += bool(got)
     precision, recall = precision_recall(got_all, expected_all)
-    # measured: 50 of the 59 pairs exactly; the rest differ where the visible text differs from the
-    # markup (castironketo shows its answers in a list, the others word an answer differently), and
-    # 3 headings ending in "?" are not in the markup
-    assert found >= 11 and recall >= 0.8 and precision >= 0.8
+    # measured (bench/bench_qa_extract.py): 48 of the 59 pairs exactly, precision 0.86, recall 0.81;
+    # the rest differ where the visible text differs from the markup (castironketo shows its
+    # questions in a list, other pages word an answer differently) and a few headings ending in
+    # "?" are not in the markup
+    assert found >= 11 and recall >= 0.8 and precision >= 0.8, (precision, recall)
 
 
 def test_question_answer_markers_in_a_real_page(shared_data):
