@@ -5,10 +5,7 @@ then through a real pipeline (chunk, exact_dedup, keep_rejected) stopped and res
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -23,6 +20,7 @@ from ylink_data.tokens.load import load_tokenizer
 from ylink_data.transform.chunking import chunk_text
 
 from .conftest import REPO
+from .test_resume import _ylink_run  # the CLI in a subprocess, YLINK_FAIL_AFTER_TASKS set or not
 
 TOKENIZER = REPO / "samples" / "chat" / "tokenizer.json"  # a real byte-level BPE (samples/chat/SOURCE.md)
 SENTENCE_ENDS = tuple(".!?…。！？；")
@@ -189,15 +187,6 @@ def _config(inputs, out) -> dict:
             "stages": [{"chunk": {"size": 500, "overlap": 100}}, {"exact_dedup": {}}]}
 
 
-def _ylink_run(config_path, fail_after: int | None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("YLINK_FAIL_AFTER_TASKS", None)
-    if fail_after is not None:
-        env["YLINK_FAIL_AFTER_TASKS"] = str(fail_after)
-    return subprocess.run([sys.executable, "-m", "ylink_data.cli", "run", str(config_path), "--no-progress"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-
-
 def test_chunks_then_exact_dedup_resumed_byte_identically(shared_data, ray_session, tmp_path):
     inputs = tmp_path / "docs"
     names = _documents(shared_data, inputs)
@@ -246,6 +235,15 @@ def test_chunks_then_exact_dedup_resumed_byte_identically(shared_data, ray_sessi
     rejected = run.rejected("exact_dedup")
     assert rejected.num_rows == dup
     assert rejected.column("source").to_pylist().count(str(inputs / "zz-copy-of-multi_page.md.txt")) == copy
+
+    # the report's books and funnel say how many rows the chunker made
+    from ylink_data.report import write_report
+
+    page = (tmp_path / "reference" / "report.html")
+    write_report(run)
+    report = page.read_text()
+    assert f"{stats['created']:,} created by ops that make several rows of one document" in report
+    assert '<th class="">in</th><th class="">created</th>' in report  # the funnel's column
 
     # stopped after 3 tasks, then resumed: the same bytes
     out = tmp_path / "resumed"
