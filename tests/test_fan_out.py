@@ -39,11 +39,9 @@ class _Lines(DocumentSplitter):
 
 
 @pytest.fixture
-def lines_op():
-    op_class("exact_dedup")  # load the built-in ops first
-    REGISTRY[_Lines.name] = _Lines
-    yield _Lines
-    del REGISTRY[_Lines.name]
+def lines_op(monkeypatch):
+    op_class("exact_dedup")  # the built-in ops first, then this one beside them for the test
+    monkeypatch.setitem(REGISTRY, _Lines.name, _Lines)
 
 
 def _texts() -> list[str]:
