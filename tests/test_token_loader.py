@@ -31,7 +31,8 @@ from .shardruns import crawl_documents
 from .test_loader import reference_order, round_robin
 from .tokenruns import crawl_tokenizer, write_token_run
 
-pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")]
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+              pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")]
 
 DOCS_PER_PAIR = [5, 7, 0, 1, 9, 3]   # one pair without documents, one with a single document
 SEQ = 64
