@@ -350,3 +350,18 @@ def test_stateful_dataloader_state_resumes_elastically(run, pair_docs):
                  for r in b["input_ids"]]
     expected = expected_windows(pair_docs, seed=4)
     assert len(seen) == len(expected) and Counter(seen) == Counter(expected)
+
+
+def test_cache_warm_pulls_the_megatron_files_so_a_loader_downloads_nothing(run, tmp_path):
+    cache = tmp_path / "cache"
+    proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", "cache", "warm", str(run), "--cache-dir",
+                           str(cache), "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((run / "manifest.json").read_text())
+    files = [f[k] for f in manifest["megatron"]["files"] for k in ("bin", "idx")]
+    assert f"0 shards and {len(files)} Megatron files, {sum(f['bytes'] for f in files):,} bytes" in proc.stdout
+    log = cache / "downloads.log"
+    before = log.read_text()
+    assert len(before.splitlines()) == len(files)
+    list(TokenLoader(str(run), cache_dir=str(cache), boundaries=True, batch_size=16, **SHAPE))
+    assert log.read_text() == before, "the warm cache served every file"
