@@ -195,25 +195,28 @@ def test_labels_windows_overlap_by_one_token(run, pair_docs):
     assert Counter(shuffled) == Counter(expected_windows(pair_docs, seed=1, labels=True))
 
 
-@pytest.mark.parametrize("labels", [False, True])
-def test_boundaries_are_the_documents_edges(run, pair_docs, labels):
+@pytest.mark.parametrize("labels,seq", [(False, SEQ), (True, SEQ), (False, 1500)])
+def test_boundaries_are_the_documents_edges(run, pair_docs, labels, seq):
+    """Short windows (most inside one document) and long ones (1,500 tokens: crossing documents
+    and running into the next file past a whole document of it)."""
     tok = load_tokenizer(str(crawl_tokenizer(run.parent / "tokenizer")))
     seed = 6
-    loader = TokenLoader(str(run), boundaries=True, labels=labels, seed=seed, batch_size=5, **SHAPE)
+    loader = TokenLoader(str(run), boundaries=True, labels=labels, seed=seed, batch_size=5,
+                         **{**SHAPE, "seq_len": seq})
     tokens, ends = stream(pair_docs, seed, 0)
-    n = (len(tokens) - labels) // SEQ
+    n = (len(tokens) - labels) // seq
     ids = reference_order([n], seed=seed, epoch=0, block_rows=16, window_blocks=4)
     at = 0
     for batch in loader:
         count = len(batch["input_ids"])
         expected_cu, expected_pos = [0], []
         for b, k in enumerate(ids[at:at + count]):
-            start = k * SEQ
-            assert tuple(batch["input_ids"][b]) == tuple(tokens[start:start + SEQ + labels])
-            inner = [e - start for e in ends if start < e < start + SEQ]
-            expected_cu += [b * SEQ + e for e in inner] + [(b + 1) * SEQ]
+            start = k * seq
+            assert tuple(batch["input_ids"][b]) == tuple(tokens[start:start + seq + labels])
+            inner = [e - start for e in ends if start < e < start + seq]
+            expected_cu += [b * seq + e for e in inner] + [(b + 1) * seq]
             pos, last = [], 0
-            for t in range(SEQ):
+            for t in range(seq):
                 if t in inner:
                     last = t
                 pos.append(t - last)

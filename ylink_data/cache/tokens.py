@@ -245,7 +245,7 @@ class _Reader:
     # -- files --------------------------------------------------------------------------------
     def file(self, f: int) -> tuple[np.ndarray, np.ndarray | None]:
         """File `f` of the epoch's stream: its tokens (a read-only mapping) and, with boundaries,
-        its documents' end offsets."""
+        where its documents end, as stream offsets."""
         opened = self._open.get(f)
         if opened is not None:
             self._open.move_to_end(f)
@@ -264,7 +264,8 @@ class _Reader:
                 if len(parsed.lengths) != pair.documents or parsed.tokens != pair.tokens:
                     raise YlinkError(f"{pair.idx.ref.url} lists {len(parsed.lengths):,} documents of {parsed.tokens:,} "
                                      f"tokens, the manifest says {pair.documents:,} of {pair.tokens:,}")
-                ends = np.cumsum(parsed.lengths, dtype=np.int64)
+                # where its documents end in this epoch's stream (the file's own end is the last)
+                ends = np.cumsum(parsed.lengths, dtype=np.int64) + self._starts[f]
             tokens = self._map(pair.bin, self.loader.file_dtype, stack)
         except BaseException:
             stack.close()
@@ -338,25 +339,30 @@ class _Reader:
             at, f, local = at + take, f + 1, 0
 
     def _boundaries(self, starts: list[int]) -> dict[str, np.ndarray]:
-        """cu_seqlens (the batch flattened) and position_ids of windows starting at these stream
-        offsets: documents end where the files' .idx say, and every file ends a document."""
-        S = self.loader.seq_len
-        cu, positions = [np.zeros(1, np.int64)], np.empty((len(starts), S), dtype=np.int64)
-        steps = np.arange(S, dtype=np.int64)
-        for i, s in enumerate(starts):
-            edges, at = [], 0
-            f = bisect.bisect_right(self._starts, s) - 1
-            local = s - self._starts[f]
-            while at < S:
-                _, ends = self.file(f)
-                take = min(S - at, int(ends[-1]) - local)
-                inside = ends[np.searchsorted(ends, local, side="right"):np.searchsorted(ends, local + take, side="left")]
-                edges.append(inside - local + at)
-                at += take
-                if at < S:
-                    edges.append(np.array([at], np.int64))  # the file ends a document
-                f, local = f + 1, 0
-            own = np.concatenate([[0], *edges, [S]])
-            positions[i] = steps - np.repeat(own[:-1], np.diff(own))
-            cu.append(own[1:] + i * S)
-        return {"cu_seqlens": np.concatenate(cu).astype(np.int32), "position_ids": positions}
+        """cu_seqlens (the batch flattened) and position_ids of the windows starting at these stream
+        offsets. Window i's segments end at every document end strictly inside its first seq_len
+        tokens (the files' .idx; a file's end is its last document's) and at its own end; the
+        batch's are gathered per file with searchsorted, not per window in Python."""
+        S, n = self.loader.seq_len, len(starts)
+        s = np.asarray(starts, dtype=np.int64)
+        first = np.searchsorted(self.starts, s, side="right") - 1
+        edges = [np.arange(1, n + 1, dtype=np.int64) * S]   # every window's own end
+        for f in np.unique(first).tolist():
+            ends = self.file(f)[1]
+            mine = np.flatnonzero(first == f)
+            lo = np.searchsorted(ends, s[mine], side="right")
+            hi = np.searchsorted(ends, s[mine] + S, side="left")
+            counts = hi - lo
+            which = np.repeat(mine, counts)
+            at = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+            edges.append(ends[at] - s[which] + which * S)
+            for i in mine[s[mine] + S > self.starts[f + 1]].tolist():  # windows running into later files
+                g = f + 1
+                while self._starts[g] < starts[i] + S:
+                    later = self.file(g)[1]
+                    inner = later[later < starts[i] + S]
+                    edges.append(inner - starts[i] + i * S)
+                    g += 1
+        cu = np.concatenate([np.zeros(1, np.int64), np.sort(np.concatenate(edges))])
+        positions = np.arange(n * S, dtype=np.int64) - np.repeat(cu[:-1], np.diff(cu))
+        return {"cu_seqlens": cu.astype(np.int32), "position_ids": positions.reshape(n, S)}
