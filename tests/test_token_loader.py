@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from ylink_data.cache.download import DownloadError
+from ylink_data.cache.order import Partition
 from ylink_data.cache.position import merge_states
 from ylink_data.cache.tokens import TokenLoader
 from ylink_data.errors import InputError
@@ -59,11 +60,32 @@ def pair_docs(run) -> list[list[np.ndarray]]:
 
 
 def file_order(n: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
-    """The documented order of the pairs: permuted with the (seed, epoch, 3) stream."""
+    """The documented order of the pairs: EpochOrder's shard permutation, the (seed, epoch, 0) stream."""
     if not shuffle:
         return list(range(n))
-    gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, 3])))
+    gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, 0])))
     return [int(i) for i in gen.permutation(n)]
+
+
+def window_order(pair_docs, seed: int, epoch: int, seq: int = SEQ, labels: bool = False) -> list[int]:
+    """The documented order of the windows (by number k: stream tokens k*seq...): the pairs are the
+    shards of test_loader.reference_order, the windows starting in a pair its rows."""
+    tokens = [sum(len(d) for d in docs) for docs in pair_docs]
+    total = sum(tokens)
+    n = (total - labels) // seq
+    begin, at = {}, 0
+    for p in file_order(len(pair_docs), seed, epoch):
+        begin[p], at = at, at + tokens[p]
+    # windows whose first token lies in pair p, by brute force over all windows
+    home = [[k for k in range(n) if begin[p] <= k * seq < begin[p] + tokens[p]] for p in range(len(pair_docs))]
+    rows = [len(h) for h in home]
+    offset = np.concatenate([[0], np.cumsum(rows)])
+    out = []
+    for i in reference_order(rows, seed=seed, epoch=epoch, block_rows=16, window_blocks=4):
+        p = int(np.searchsorted(offset, i, side="right")) - 1
+        out.append(home[p][i - offset[p]])
+    assert sorted(out) == list(range(n))
+    return out
 
 
 def stream(pair_docs, seed: int, epoch: int, shuffle: bool = True) -> tuple[np.ndarray, list[int]]:
@@ -81,6 +103,18 @@ def expected_windows(pair_docs, seed=0, epoch=0, labels=False, shuffle=True) -> 
 
 def rows(batches) -> list[tuple]:
     return [tuple(r) for b in batches for r in b["input_ids"]]
+
+
+def test_partition_batches_are_its_batch_for_every_step():
+    """The vectorised `Partition.batches` the loader iterates equals `batch` step by step."""
+    for n, start, world, size, workers in itertools.product([0, 1, 7, 100, 1001], [0, 3], [1, 2, 3], [1, 4, 16],
+                                                            [1, 3]):
+        if start > n:
+            continue
+        p = Partition(n, start, world, size, workers)
+        for rank, worker, first in itertools.product(range(world), range(workers), (0, 1, 5)):
+            steps = p.worker_steps(worker, first)
+            assert p.batches(rank, steps) == [p.batch(rank, j) for j in steps]
 
 
 def test_the_files_hold_the_tokenizers_documents(run, pair_docs):
@@ -111,8 +145,7 @@ def test_every_window_once_over_ranks_and_workers(run, pair_docs, world_size, wo
 def test_rank_stream_is_the_documented_order(run, pair_docs):
     loader = TokenLoader(str(run), seed=2, epoch=1, batch_size=5, **SHAPE)
     windows = expected_windows(pair_docs, seed=2, epoch=1)
-    ids = reference_order([len(windows)], seed=2, epoch=1, block_rows=16, window_blocks=4)
-    assert rows(loader) == [windows[i] for i in ids]
+    assert rows(loader) == [windows[k] for k in window_order(pair_docs, 2, 1)]
     assert len(loader.epoch_files()[0]) == len(DOCS_PER_PAIR) - 1, "the pair without tokens holds no window"
 
 
@@ -205,7 +238,7 @@ def test_boundaries_are_the_documents_edges(run, pair_docs, labels, seq):
                          **{**SHAPE, "seq_len": seq})
     tokens, ends = stream(pair_docs, seed, 0)
     n = (len(tokens) - labels) // seq
-    ids = reference_order([n], seed=seed, epoch=0, block_rows=16, window_blocks=4)
+    ids = window_order(pair_docs, seed, 0, seq, labels)
     at = 0
     for batch in loader:
         count = len(batch["input_ids"])

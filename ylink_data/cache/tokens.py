@@ -14,15 +14,18 @@ Sequences, the Megatron GPT dataset way
     is padded.
 
 Shuffle (deterministic: a function of the manifest, seed and epoch only)
-    1. the pairs are permuted with `rng(seed, epoch, 3)` (`shuffle=False`: manifest order, and
-       windows in stream order), so each epoch concatenates the files in another order and cuts
+    It is ShardLoader's epoch order (`order.EpochOrder`) with the pairs as shards and the windows
+    as rows:
+    1. the pairs are permuted, EpochOrder's shard permutation (`order.shard_permutation`, the
+       (seed, epoch, 0) stream; `shuffle=False`: manifest order, windows in stream order), and the
+       stream is cut in that order, so each epoch concatenates the files differently and cuts its
        windows at other places within them;
-    2. the N windows are ordered by `order.EpochOrder` over one "shard" of N samples: blocks of
-       `block_windows` consecutive windows in a sliding window of `window_blocks` blocks, then the
-       windows within each block permuted (see `order`). So the windows of any stretch of training
-       come from about `window_blocks * block_windows * seq_len` consecutive stream tokens (a few
-       files): the cache holds what is read, and the prefetcher fetches files at the pace they are
-       read, as with Parquet shards. Documents keep their order within a file.
+    2. a pair's rows are the windows that start in it (a window may run on into the next pairs);
+       they are cut into blocks of `block_windows` consecutive windows, the blocks read in a sliding
+       window of `window_blocks` blocks that opens gradually, and the windows of each block in a
+       permuted order. So a block lies in one file and a batch is one gather from it, and the files
+       are first needed at the pace they are read (the prefetcher fetches them in that order).
+       Documents keep their order within a file.
     Ranks and DataLoader workers share the epoch's positions as ShardLoader's do (`order.Partition`):
     rank r's batch j is a contiguous slice of the order, each window once per epoch over all ranks
     and workers; the last global step is split evenly (batches differ by at most one window).
@@ -39,7 +42,8 @@ document piece, every sequence edge b*seq_len included (sequence b's own offsets
 between b*seq_len and (b+1)*seq_len, minus b*seq_len).
 
 Reading: `.bin` files are memory-mapped (numpy.memmap) from the cache and never read whole; a
-window is one slice of the mapping (two at a file edge) copied into the batch. With `cache_dir` the
+batch is one fancy-indexed gather of its windows from a sliding-window view of the mapping (a
+window that runs into the next file is copied piece by piece). With `cache_dir` the
 files come through the node-local cache (each downloaded and verified once per node, pinned while
 open) and the prefetcher is given them in the order this loader reads them; without it a local run
 is read in place (sha256 checked once per process, `verified`) and a remote one is downloaded into
@@ -52,24 +56,25 @@ import contextlib
 import hashlib
 import json
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import InputError, YlinkError
 from ..io.fs import filesystem, join
 from ..manifest import MegatronPair, RunFile, RunManifest, read_manifest
 from ..redaction import redact_url
 from ..tokens.indexed import parse_index
-from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, rng
+from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, shard_permutation
 from .position import EpochPosition, check_shape
 from .verified import VerifiedShards
 
 __all__ = ["TokenLoader"]
 
-_FILES = 3          # the pairs' permutation: a stream of its own beside EpochOrder's 0, 1, 2
 _OPEN_FILES = 16    # token files kept open (mapped and pinned): a shuffle window spans a few
-_ORDERS_KEPT = 4    # blocks whose window order is kept: a batch is usually inside the block of the last
+_ORDERS_KEPT = 4    # blocks whose windows are kept placed: a batch is usually inside the block of the last
 
 
 class TokenLoader(EpochPosition):
@@ -127,7 +132,7 @@ class TokenLoader(EpochPosition):
                              f"{self.window_len} (seq_len {seq_len}{' + 1 for labels' if labels else ''})")
         self.fingerprint = hashlib.sha256(json.dumps(
             [run.megatron_dtype] + [[p.prefix, p.tokens, p.bin.ref.sha256] for p in self.pairs]).encode()).hexdigest()[:16]
-        self._orders: dict[int, tuple[EpochOrder, np.ndarray, np.ndarray]] = {}
+        self._orders: dict[int, _Epoch] = {}
         self.epoch = int(epoch)
         EpochOrder([], seed=self.seed, epoch=self.epoch)  # validates seed and epoch up front
         self._start_at(0, 0)
@@ -147,38 +152,87 @@ class TokenLoader(EpochPosition):
     def epoch_files(self) -> tuple[np.ndarray, np.ndarray]:
         """(pair indices in the epoch's stream order, their first stream token and the stream's end):
         pairs without tokens are left out, they hold no window."""
-        return self._epoch()[1:]
+        epoch = self._epoch()
+        return epoch.files, epoch.starts
 
     @property
     def order(self) -> EpochOrder:
-        """The order of the epoch's N windows (window ids are EpochOrder's row numbers of one shard)."""
-        return self._epoch()[0]
+        """The epoch's order: pairs are its shards, the windows starting in a pair its rows."""
+        return self._epoch().order
 
-    def _epoch(self) -> tuple[EpochOrder, np.ndarray, np.ndarray]:
+    def _epoch(self) -> _Epoch:
         if self.epoch not in self._orders:
-            n = len(self.pairs)
-            perm = rng(self.seed, self.epoch, _FILES).permutation(n) if self.shuffle else np.arange(n)
-            files = np.array([i for i in perm if self.pairs[i].tokens > 0], dtype=np.int64)
-            starts = np.concatenate([[0], np.cumsum([self.pairs[i].tokens for i in files])]).astype(np.int64)
-            order = EpochOrder([self.num_windows], seed=self.seed, epoch=self.epoch, shuffle=self.shuffle,
-                               block_rows=self.block_windows, window_blocks=self.window_blocks)
-            self._orders = {self.epoch: (order, files, starts)}
+            self._orders = {self.epoch: _Epoch.make(self)}
         return self._orders[self.epoch]
 
     def window_ids(self, a: int, b: int) -> np.ndarray:
-        """The window ids at epoch positions a..b-1 (for checks and tools; iteration caches blocks)."""
-        return self.order.sample_ids(a, b)
+        """The window numbers k (stream tokens k*seq_len...) at epoch positions a..b-1 (for checks
+        and tools; iteration works per block)."""
+        epoch = self._epoch()
+        parts = [epoch.first_window[epoch.order.block_shard[block]] + epoch.order.block_rows_order(block)[first:last]
+                 for block, first, last in epoch.order.pieces(a, b)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     # -- reading --------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         partition = self.partition
         with contextlib.ExitStack() as stack:
             reader = _Reader(self, stack)
-            reader.schedule([partition.batch(self.rank, j) for j in self.steps()])
-            for j in self.steps():
-                batch = reader.batch(*partition.batch(self.rank, j))
+            steps = self.steps()
+            positions = partition.batches(self.rank, steps)
+            reader.schedule(positions)
+            for j, (a, b) in zip(steps, positions):
+                batch = reader.batch(a, b)
                 self._done = j + 1
                 yield batch
+
+
+@dataclass
+class _Epoch:
+    """One epoch's stream and order. `files`: pair indices in stream order (pairs with tokens),
+    `starts`: their first stream token (and the stream's end); per pair in manifest order, `home`
+    its index in `files` (-1: no tokens) and `first_window`, the first window that starts in it."""
+
+    order: EpochOrder
+    files: np.ndarray
+    starts: np.ndarray
+    home: np.ndarray
+    first_window: np.ndarray
+
+    @classmethod
+    def make(cls, loader: TokenLoader) -> "_Epoch":
+        S, N = loader.seq_len, loader.num_windows
+        tokens = np.array([p.tokens for p in loader.pairs], dtype=np.int64)
+        perm = shard_permutation(len(tokens), loader.seed, loader.epoch, loader.shuffle)  # EpochOrder's own
+        begin = np.zeros(len(tokens), np.int64)
+        begin[perm] = np.cumsum(tokens[perm]) - tokens[perm]
+        first = -(-begin // S)                                   # the first window starting at or after it
+        count = np.maximum(0, np.minimum(N, -(-(begin + tokens) // S)) - first)
+        order = EpochOrder(count, seed=loader.seed, epoch=loader.epoch, shuffle=loader.shuffle,
+                           block_rows=loader.block_windows, window_blocks=loader.window_blocks)
+        files = perm[tokens[perm] > 0].astype(np.int64)
+        home = np.full(len(tokens), -1, np.int64)
+        home[files] = np.arange(len(files))
+        starts = np.concatenate([begin[files], [int(tokens.sum())]]).astype(np.int64)
+        return cls(order, files, starts, home, first)
+
+
+@dataclass
+class _Block:
+    """A block's windows in epoch order, placed: they all start in file `file` (stream index);
+    their stream offsets and offsets in the file, the ones that run into a later file (positions
+    in the block, sorted), and the file's tokens as a sliding-window view (row k: the window
+    starting at token k), so that a batch is one fancy-indexed gather."""
+
+    index: int
+    file: int
+    starts: np.ndarray
+    local: np.ndarray
+    spans: list[int]
+    view: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.starts)
 
 
 class _Reader:
@@ -187,10 +241,12 @@ class _Reader:
 
     def __init__(self, loader: TokenLoader, stack: contextlib.ExitStack):
         self.loader = loader
-        self.order, self.files, self.starts = loader._epoch()
+        self.epoch = loader._epoch()
+        self.order, self.files, self.starts = self.epoch.order, self.epoch.files, self.epoch.starts
         self._starts = self.starts.tolist()
         self._open: OrderedDict[int, tuple[np.ndarray, np.ndarray | None, contextlib.ExitStack]] = OrderedDict()
-        self._block_ids: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._blocks: OrderedDict[int, _Block] = OrderedDict()  # the last blocks' windows, placed
+        self._last: tuple[int, int, int, _Block | None] = (-1, 0, 0, None)  # block, its positions, _Block
         self._cache = self._prefetcher = None
         self._uses: list[int] = []       # files (stream indices) in the order the batches first need them
         self._cursor = 0
@@ -206,25 +262,27 @@ class _Reader:
 
     # -- which files, when ----------------------------------------------------------------------
     def schedule(self, batches: list[tuple[int, int]]) -> None:
-        """Give the prefetcher the files these batches read, in order (per block of windows: the
-        files its windows' tokens lie in), one entry per change of file."""
+        """Give the prefetcher the files these batches read, in order (per block of windows: its
+        file, and the next ones its last windows run into), one entry per change of file."""
         if self._prefetcher is None:
             return
-        seen_block, uses = -1, []
+        pos, seen_end, uses = self.order._pos_list, -1, []
         span = self.loader.window_len - self.loader.seq_len
         for a, b in batches:
-            for block, _, _ in self.order.pieces(a, b):
-                if block == seen_block:
-                    continue
-                seen_block = block
-                first = int(self.order.block_start[block])
-                lo = first * self.loader.seq_len
-                hi = (first + int(self.order.block_len[block])) * self.loader.seq_len + span
-                f0 = int(np.searchsorted(self.starts, lo, side="right")) - 1
-                f1 = int(np.searchsorted(self.starts, hi, side="left"))
+            if a < seen_end and b <= seen_end:  # inside the block already noted: most batches
+                continue
+            block = bisect.bisect_right(pos, max(a, seen_end)) - 1
+            while pos[block] < b:
+                seen_end = pos[block + 1]
+                pair = int(self.order.block_shard[block])
+                first = int(self.epoch.first_window[pair] + self.order.block_start[block])
+                last = (first + int(self.order.block_len[block])) * self.loader.seq_len + span  # its last token + 1
+                f0 = int(self.epoch.home[pair])
+                f1 = int(np.searchsorted(self.starts, last, side="left"))
                 for f in range(f0, f1):
                     if not uses or uses[-1] != f:
                         uses.append(f)
+                block += 1
         self._uses, self._cursor = uses, 0
         self._unscheduled = [ref for f in uses for ref in self._refs(f)]
 
@@ -297,37 +355,61 @@ class _Reader:
             self._open.popitem()[1][2].close()
 
     # -- batches ------------------------------------------------------------------------------
-    def ids(self, a: int, b: int) -> np.ndarray:
-        """Window ids at positions a..b-1, from the blocks' cached window orders."""
-        parts = []
-        for block, first, last in self.order.pieces(a, b):
-            ids = self._block_ids.get(block)
-            if ids is None:
-                ids = self._block_ids[block] = self.order.block_rows_order(block)
-                while len(self._block_ids) > _ORDERS_KEPT:
-                    self._block_ids.popitem(last=False)
-            parts.append(ids[first:last])
-        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    def _block(self, block: int) -> _Block:
+        """Where each window of `block` lies (vectorised, once for its ~4096 windows)."""
+        done = self._blocks.get(block)
+        if done is not None:
+            return done
+        S, L = self.loader.seq_len, self.loader.window_len
+        pair = int(self.order.block_shard[block])
+        f = int(self.epoch.home[pair])
+        starts = (self.epoch.first_window[pair] + self.order.block_rows_order(block)) * S
+        local = starts - self.starts[f]
+        tokens = self.file(f)[0]
+        spans = np.flatnonzero(local + L > len(tokens))  # the windows that run into the next file
+        view = sliding_window_view(tokens, L) if len(tokens) >= L else None
+        done = self._blocks[block] = _Block(block, f, starts, local, spans.tolist(), view)
+        while len(self._blocks) > _ORDERS_KEPT:
+            self._blocks.popitem(last=False)
+        return done
 
     def batch(self, a: int, b: int) -> dict[str, np.ndarray]:
+        """The windows at epoch positions a..b-1 as one batch."""
         loader = self.loader
-        S, L = loader.seq_len, loader.window_len
-        starts = (self.ids(a, b) * S).tolist()
-        out = np.empty((len(starts), L), dtype=loader.dtype)
-        cut, tokens, lo, hi = self._starts, None, 0, -1
-        for i, s in enumerate(starts):
-            if not lo <= s < hi:  # another file than the last window's
-                f = bisect.bisect_right(cut, s) - 1
-                tokens, lo, hi = self.file(f)[0], cut[f], cut[f + 1]
-            local = s - lo
-            if s + L <= hi:  # nearly every window: one slice of one file
-                out[i] = tokens[local:local + L]
-            else:
-                self._spanning(out[i], f, local)
+        index, base, end, blk = self._last
+        if base <= a < b <= end:  # most batches: inside the block the previous one read
+            pieces = [(blk, a - base, b - base)]
+        else:
+            pieces = [(self._block(index), first, last) for index, first, last in self.order.pieces(a, b)]
+            if pieces:
+                blk = pieces[-1][0]
+                base = int(self.order.block_pos[blk.index])
+                self._last = (blk.index, base, base + len(blk), blk)
+        parts = [self._gather(*piece) for piece in pieces]
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
+            np.empty((0, loader.window_len), loader.dtype)
         batch = {"input_ids": out}
         if loader.boundaries:
-            batch.update(self._boundaries(starts))
+            starts = np.concatenate([blk.starts[first:last] for blk, first, last in pieces] or [np.zeros(0, np.int64)])
+            files = np.concatenate([np.full(last - first, blk.file) for blk, first, last in pieces] or
+                                   [np.zeros(0, np.int64)])
+            batch.update(self._boundaries(starts, files))
         return batch
+
+    def _gather(self, blk: _Block, first: int, last: int) -> np.ndarray:
+        """Windows first..last-1 of the block as rows of a new array of the loader's dtype."""
+        local = blk.local[first:last]
+        s0, s1 = (bisect.bisect_left(blk.spans, first), bisect.bisect_left(blk.spans, last)) if blk.spans else (0, 0)
+        if s0 == s1:  # nearly every batch: one gather
+            return blk.view[local].astype(self.loader.dtype, copy=False)
+        out = np.empty((last - first, self.loader.window_len), self.loader.dtype)
+        spans = [i - first for i in blk.spans[s0:s1]]
+        inside = np.delete(np.arange(last - first), spans)
+        if len(inside):
+            out[inside] = blk.view[local[inside]]
+        for i in spans:
+            self._spanning(out[i], blk.file, int(local[i]))
+        return out
 
     def _spanning(self, row: np.ndarray, f: int, local: int) -> None:
         """A window that runs past the end of file `f` into the next ones."""
@@ -338,14 +420,12 @@ class _Reader:
             row[at:at + take] = tokens[local:local + take]
             at, f, local = at + take, f + 1, 0
 
-    def _boundaries(self, starts: list[int]) -> dict[str, np.ndarray]:
+    def _boundaries(self, s: np.ndarray, first: np.ndarray) -> dict[str, np.ndarray]:
         """cu_seqlens (the batch flattened) and position_ids of the windows starting at these stream
-        offsets. Window i's segments end at every document end strictly inside its first seq_len
+        offsets `s` (in files `first`). Window i's segments end at every document end strictly inside its first seq_len
         tokens (the files' .idx; a file's end is its last document's) and at its own end; the
         batch's are gathered per file with searchsorted, not per window in Python."""
-        S, n = self.loader.seq_len, len(starts)
-        s = np.asarray(starts, dtype=np.int64)
-        first = np.searchsorted(self.starts, s, side="right") - 1
+        S, n, starts = self.loader.seq_len, len(s), s.tolist()
         edges = [np.arange(1, n + 1, dtype=np.int64) * S]   # every window's own end
         for f in np.unique(first).tolist():
             ends = self.file(f)[1]
