@@ -2,12 +2,13 @@
 against plain `numpy.memmap` reading the same `.bin` files into the same windows, and accelerator
 utilisation in bench_cache.py's simulated training loop.
 
-    .venv/bin/python bench/bench_token_loader.py [--repeats 5] [--seq-len 2048] [--batch-size 16]
+    .venv/bin/python bench/bench_token_loader.py [--pairs 8] [--repeats 5] [--epochs 20] [--seq-len 2048]
+                                                 [--batch-size 16] [--au-repeats 3]
 
 Data: Reuters-21578 articles and Project Gutenberg windows (`../shared/data`, bench_cache.documents)
 tokenized with the tests' real BPE (tests/tokenruns.py: 1,000 tokens trained on the bundled crawl,
 so about 3 characters per token) and written as Megatron pairs by ylink's writer (`write_pair`), with
-a run manifest, in bench/_data/tokens/run.
+a run manifest, in bench/_data/tokens/run-<pairs>.
 
 Throughput (no sleep, each side in a fresh process, sides back to back in a rotating order; the
 ratio is taken within each repeat, then the median):
@@ -41,11 +42,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 DATA = REPO / "bench" / "_data" / "tokens"
-RUN = DATA / "run"
 WORK = REPO / "bench" / "_out" / "tokens"
 
 
+def run_folder(pairs: int) -> Path:
+    return DATA / f"run-{pairs}"
+
+
 def build_data(target_mb: int, pairs: int) -> None:
+    RUN = run_folder(pairs)
     if (RUN / "manifest.json").exists():
         return
     import pyarrow as pa
@@ -60,7 +65,7 @@ def build_data(target_mb: int, pairs: int) -> None:
     t = time.perf_counter()
     tok = load_tokenizer(str(crawl_tokenizer(DATA / "tokenizer")))
     texts = [d["text"] for d in documents(target_mb * 1_000_000)]
-    tmp = DATA / "run.tmp"
+    tmp = DATA / f"{RUN.name}.tmp"
     files, fs = [], LocalFileSystem()
     per = -(-len(texts) // pairs)
     for i in range(pairs):
@@ -75,11 +80,13 @@ def build_data(target_mb: int, pairs: int) -> None:
 
 def one_pass(spec: dict) -> dict:
     """One side once, in this process; returns its timings (see the module docstring)."""
-    import fsspec.implementations.http  # noqa: F401 -- both sides start with it imported (0.13 s of aiohttp)
+    import importlib
+
     import numpy as np
 
     from ylink_data.cache.tokens import TokenLoader
 
+    importlib.import_module("fsspec.implementations.http")  # both sides start with it (0.13 s of aiohttp)
     side, S, B, step = spec["side"], spec["seq_len"], spec["batch_size"], spec.get("step_s", 0)
     slept, first, first_done, first_slept, tokens = 0.0, None, None, None, 0
 
@@ -162,7 +169,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--target-mb", type=int, default=60, help="text to tokenize")
-    ap.add_argument("--pairs", type=int, default=24, help="about 3 MB .bin files, as bench_cache's 3.5 MB shards")
+    ap.add_argument("--pairs", type=int, default=8, help="files the tokens are written to (8: about 9 MB each)")
     ap.add_argument("--compute-s", type=float, default=10.0, help="AU loop: total sleep per epoch")
     ap.add_argument("--ratio", type=float, default=1.2, help="AU loop: server bandwidth / consumption")
     ap.add_argument("--au-repeats", type=int, default=3)
@@ -171,7 +178,7 @@ def main() -> None:
     args = ap.parse_args()
 
     build_data(args.target_mb, args.pairs)
-    manifest = json.loads((RUN / "manifest.json").read_text())
+    manifest = json.loads((run_folder(args.pairs) / "manifest.json").read_text())
     total_tokens = manifest["megatron"]["tokens"]
     total_bytes = sum(f["bin"]["bytes"] for f in manifest["megatron"]["files"])
     windows = total_tokens // args.seq_len
@@ -182,7 +189,7 @@ def main() -> None:
     print(f"date: {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
     server = Server(DATA, args.latency_ms)
-    url = server.base + "/run"
+    url = f"{server.base}/{run_folder(args.pairs).name}"
     common = {"url": url, "seq_len": args.seq_len, "batch_size": args.batch_size, "seed": 0}
     results = []
     try:
@@ -217,7 +224,7 @@ def main() -> None:
                       f"first batch {r['first']:.3f}s", flush=True)
     finally:
         server.stop()
-    (WORK / "results.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    (WORK / f"results-{args.pairs}.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
     summarize(results)
 
 
@@ -255,6 +262,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_pass":
         print(json.dumps(one_pass(json.loads(sys.argv[2]))))
     elif len(sys.argv) > 1 and sys.argv[1] == "summarize":
-        summarize(json.loads((WORK / "results.json").read_text())["results"])
+        summarize(json.loads((WORK / f"results-{sys.argv[2] if len(sys.argv) > 2 else 8}.json").read_text())["results"])
     else:
         main()
