@@ -10,7 +10,7 @@ import yaml
 from ylink_data.config import load_config
 from ylink_data.errors import ConfigError
 
-from .conftest import QUICKSTART, REPO
+from .conftest import QUICKSTART, REPO, SAMPLES
 
 
 def _base(tmp_path) -> dict:
@@ -159,3 +159,28 @@ def test_importing_one_op_module_first_does_not_hide_the_others():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['exact_dedup', 'langid', 'normalize']"
+
+
+def test_when_chooses_stages_by_whether_a_key_is_set(tmp_path, monkeypatch):
+    """`- when: {set: llm.base_url, stages: [...], else: [...]}`: the model stages only with a server
+    (an unset ${VAR} reads as unset), nested whens, and a typo pointing at the `when`'s key."""
+    def config(**when):
+        return {"input": {"paths": [str(SAMPLES)]}, "output": {"path": str(tmp_path / "o")},
+                "llm": {"base_url": "${YLINK_TEST_WHEN_URL}", "model": "m"},
+                "stages": [{"normalize": {}}, {"when": when}, {"exact_dedup": {}}]}
+
+    model = [{"chunk": {}}, {"qa_generate": {}}]
+    monkeypatch.delenv("YLINK_TEST_WHEN_URL", raising=False)
+    names = lambda cfg: [name for name, _ in load_config(cfg).ops]  # noqa: E731
+    assert names(config(set="llm.base_url", stages=model, **{"else": [{"qa_extract": {}}]})) == [
+        "normalize", "qa_extract", "exact_dedup"]
+    assert names(config(set="llm.base_url", stages=model)) == ["normalize", "exact_dedup"]
+    assert names(config(unset="llm.base_url", stages=[{"when": {"unset": "llm.model", "stages": model}},
+                                                      {"qa_extract": {}}])) == ["normalize", "qa_extract", "exact_dedup"]
+    monkeypatch.setenv("YLINK_TEST_WHEN_URL", "http://127.0.0.1:9/v1")
+    assert names(config(set="llm.base_url", stages=model, **{"else": [{"qa_extract": {}}]})) == [
+        "normalize", "chunk", "qa_generate", "exact_dedup"]
+    with pytest.raises(ConfigError, match=r"stages\[1\]\.when\.stage: unknown key"):
+        load_config(config(set="llm.base_url", stage=model))
+    with pytest.raises(ConfigError, match=r"stages\[1\]\.when: give one of `set: KEY` or `unset: KEY`"):
+        load_config(config(stages=model))

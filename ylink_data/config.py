@@ -169,7 +169,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     if raw.get("llm") is not None:
         raw["llm"] = env.expand(raw["llm"])
     if isinstance(raw.get("stages"), list):
-        raw["stages"] = [_expand_op_llm(item, env) for item in raw["stages"]]
+        raw["stages"] = [_expand_op_llm(item, env) for item in _choose_stages(raw["stages"], raw, source)]
     from .stages import validate_stages  # late import: ops import config helpers
 
     problems: list[str] = []
@@ -384,6 +384,41 @@ def _list_index(node: list, part: str, where: str, source: str | None) -> int:
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+_WHEN_KEYS = {"set", "unset", "stages", "else"}
+
+
+def _choose_stages(stages: list[Any], raw: dict[str, Any], source: str | None, where: str = "stages") -> list[Any]:
+    """A stage item `- when: {set: KEY, stages: [...], else: [...]}` becomes its `stages` when the
+    config value at dotted KEY is set (present and not empty: an unset `${VAR}` reads as empty),
+    else its `else` stages (none if absent); `unset: KEY` is the opposite test. So one pipeline
+    runs its model stages only where a model server is given (`set: llm.base_url`)."""
+    out: list[Any] = []
+    for i, item in enumerate(stages):
+        if not (isinstance(item, dict) and list(item) == ["when"]):
+            out.append(item)
+            continue
+        at, when = f"{where}[{i}].when", item["when"]
+        if not isinstance(when, dict):
+            raise ConfigError(f"{at}: expected {{set: KEY, stages: [...], else: [...]}}, got {when!r}", source)
+        unknown = sorted(set(when) - _WHEN_KEYS)
+        if unknown:
+            raise ConfigError(f"{at}.{unknown[0]}: unknown key; a `when` takes set or unset, stages and else", source)
+        tests = [k for k in ("set", "unset") if k in when]
+        if len(tests) != 1 or not isinstance(when[tests[0]], str) or not when[tests[0]]:
+            raise ConfigError(f"{at}: give one of `set: KEY` or `unset: KEY` (a dotted config key such as "
+                              "llm.base_url)", source)
+        for key in ("stages", "else"):
+            if not isinstance(when.get(key, []), list):
+                raise ConfigError(f"{at}.{key}: expected a list of stages", source)
+        value: Any = raw
+        for part in when[tests[0]].split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        is_set = value not in (None, "", [], {})
+        chosen, name = (when.get("stages", []), "stages") if is_set == (tests[0] == "set") else (when.get("else", []), "else")
+        out.extend(_choose_stages(chosen, raw, source, f"{at}.{name}"))
+    return out
 
 
 def _expand_op_llm(item: Any, env: "_EnvExpansion") -> Any:

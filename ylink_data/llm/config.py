@@ -37,7 +37,9 @@ ANSWER_KEYS = ("model", "temperature", "top_p", "max_tokens", "seed", "extra_bod
 
 
 def _http_url(v: str | None) -> str | None:
-    if v is not None and not v.startswith(("http://", "https://")):
+    if not v:  # unset, or an unset ${VAR}: no server (an op that calls one says so)
+        return None
+    if not v.startswith(("http://", "https://")):
         raise PydanticCustomError("http_url", "base_url must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
     return v.rstrip("/") if v else v
 

@@ -208,24 +208,48 @@ class DocumentMapper(PerDocumentOp):
                            counters=self.counters())
 
 
+KEEP_ROW = "<keep the row as it is>"  # DocumentSplitter.split's answer for a row it leaves alone
+PAIR_COLUMN = "question"  # a row with a question is a question-answer pair already (qa_extract, qa_generate)
+
+
+def pair_rows(table: pa.Table) -> list[bool]:
+    """Which rows of `table` are question-answer pairs already (a non-null `question`)."""
+    if PAIR_COLUMN not in table.column_names:
+        return [False] * table.num_rows
+    return table.column(PAIR_COLUMN).is_valid().to_pylist()
+
+
 class DocumentSplitter(PerDocumentOp):
     """An op that makes several rows of one document, written one document at a time. `split`
     returns a list of new rows (dicts of column values: `text` and the op's `columns`; the other
-    document fields are inherited from the document, `metadata` unless given), or a reason string /
-    None / an empty list to drop the document. The new rows get ids `<document id>#<k>`."""
+    document fields are inherited from the document, `metadata` unless given), a reason string /
+    None / an empty list to drop the document, or KEEP_ROW to keep it as it is (its id unchanged).
+    The new rows get ids `<document id>#<k>`. With `keeps_pairs`, rows that are question-answer
+    pairs already (`pair_rows`) are kept as they are without calling `split`: chunking or
+    re-extracting a pair makes no sense, and a FileQA pipeline passes the pairs a document holds
+    through the ops that make pairs from the other documents."""
 
     columns: ClassVar[dict[str, pa.DataType]] = {}  # columns the op adds (null on dropped documents)
+    keeps_pairs: ClassVar[bool] = False
 
     def split(self, doc: Document, *arguments: Any) -> list[dict[str, Any]] | str | None:
         raise NotImplementedError
 
     def process(self, table: pa.Table) -> BatchResult:
-        _, verdicts, errors = self.each_document(table, self.split)
+        split = self.split
+        if self.keeps_pairs and any(pairs := pair_rows(table)):
+            pair_ids = {i for i, is_pair in zip(table.column("id").to_pylist(), pairs) if is_pair}
+            split = lambda doc, *args: KEEP_ROW if doc.id in pair_ids else self.split(doc, *args)  # noqa: E731
+        _, verdicts, errors = self.each_document(table, split)
         children: list[list[dict[str, Any]] | None] = []
         dropped: list[str | None] = []
         row_errors: list[str | None] = []
         for verdict, error in zip(verdicts, errors):
-            if error is None and isinstance(verdict, list) and verdict:
+            if error is None and verdict is KEEP_ROW:
+                children.append(None)
+                dropped.append(None)
+                row_errors.append(None)
+            elif error is None and isinstance(verdict, list) and verdict:
                 children.append(verdict)
                 dropped += [None] * len(verdict)
                 row_errors += [None] * len(verdict)

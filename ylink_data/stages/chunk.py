@@ -39,6 +39,7 @@ class Chunk(DocumentSplitter):
     """One row per chunk of each document; see the module docstring."""
 
     name = "chunk"
+    keeps_pairs = True  # question-answer rows (qa_extract's) pass through whole
     columns = {"chunk_index": pa.int32(), "heading_path": pa.list_(pa.string()), "chunk_start": pa.int64(),
                "chunk_end": pa.int64(), "chunk_overlap": pa.int32(), "page_start": pa.int32(),
                "page_end": pa.int32()}

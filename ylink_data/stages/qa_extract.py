@@ -13,16 +13,17 @@ Each pair becomes a row with the id `<document id>#<k>` and the document's `sour
 `lang`, and the columns `question`, `answer` (tags stripped, whitespace collapsed), `context` (the
 FAQ block it came from: the block's text, or for markup the page's pairs as "question\\nanswer"
 paragraphs), `qa_method`, and `text` = question, a newline, answer (so text filters and dedup work on
-pairs). A document without any pair is dropped as `qa_extract:none`.
+pairs). A document without any pair is dropped as `qa_extract:none`, or with `unmatched: keep` kept as
+it is, for `chunk` and `qa_generate` after it (which pass the pairs through: pipelines/fileqa.yaml).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from . import register
-from .base import Document, DocumentSplitter, Seconds
+from .base import KEEP_ROW, Document, DocumentSplitter, Seconds
 from .extract import is_html
 from ..transform.qa import structured_pairs, text_pairs
 
@@ -40,14 +41,16 @@ class QaExtract(DocumentSplitter):
     columns = {"question": pa.string(), "answer": pa.large_string(), "context": pa.large_string(),
                "qa_method": pa.string()}
 
-    def __init__(self, time_limit_s: Seconds = 10.0):
+    keeps_pairs = True
+
+    def __init__(self, time_limit_s: Seconds = 10.0, unmatched: Literal["drop", "keep"] = "drop"):
         # extruct parses a page with lxml; 10 s is far above the slowest of the FAQ pages measured
         # (bench/bench_qa_extract.py), so only a pathological page is quarantined as `timeout`.
-        self.time_limit_s = time_limit_s
+        self.time_limit_s, self.unmatched = time_limit_s, unmatched
 
     def split(self, doc: Document) -> list[dict[str, Any]] | str:
         pairs = structured_pairs(doc.text, doc.url) if reads_as_html(doc) else text_pairs(doc.text)
         if not pairs:
-            return "none"
+            return KEEP_ROW if self.unmatched == "keep" else "none"
         return [{"text": f"{p.question}\n{p.answer}", "question": p.question, "answer": p.answer,
                  "context": p.context, "qa_method": p.method} for p in pairs]

@@ -16,6 +16,8 @@ chunk whose answer holds no pair is dropped as `qa_generate:none`, an empty chun
 An answer that is not JSON, or not of that shape, quarantines the chunk with the reason and the raw
 answer (its first RAW_CHARS characters); so does a request that failed after `llm.max_retries`
 (reason `timeout` when the server never answered in time). The run goes on either way.
+Rows that are question-answer pairs already (qa_extract's, `unmatched: keep`) pass through as they
+are, so one pipeline keeps the pairs documents hold and asks the model about the rest.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from ..llm.op import LLMOp
 from ..transform import grounding
 from ..transform.script import is_unspaced, script_counts, script_languages
 from . import register
-from .base import BatchResult, Fraction, fan_out
+from .base import BatchResult, Fraction, fan_out, pair_rows
 
 PROMPTS = Path(__file__).resolve().parent.parent.parent / "configs" / "prompts"
 RAW_CHARS = 2000  # of an unusable answer, quoted in its quarantine entry
@@ -113,7 +115,8 @@ class QAGenerate(LLMOp):
         texts = table.column("text").to_pylist()
         ids = table.column("id").to_pylist()
         langs = _prompt_languages(texts, table.column("lang").to_pylist() if "lang" in table.column_names else None)
-        asked = [i for i, t in enumerate(texts) if t and t.strip()]
+        pairs_already = pair_rows(table)  # qa_extract's pairs pass through (pipelines/fileqa.yaml)
+        asked = [i for i, t in enumerate(texts) if t and t.strip() and not pairs_already[i]]
         request = {"response_format": {"type": "json_object"}} if self.json_mode else {}
         replies = self.client.chat_many([self._messages(texts[i], langs[i]) for i in asked], **request)
         answers = dict(zip(asked, replies))
@@ -129,6 +132,9 @@ class QAGenerate(LLMOp):
 
         for i, text in enumerate(texts):
             reply = answers.get(i)
+            if pairs_already[i]:
+                keep_row()
+                continue
             if reply is None:
                 keep_row(reason=f"{self.name}:empty")
                 continue
