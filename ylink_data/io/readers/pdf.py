@@ -1,0 +1,242 @@
+"""PDF files through pypdfium2 (PDFium, Apache-2.0/BSD): one Markdown document per file.
+
+PDFium gives each page's text in content order with its own line breaks; from each line's position
+and font height this rebuilds paragraphs (lines closer than half a line apart), joins words broken
+by a hyphen at a line end, marks lines set clearly larger than the body text as headings, and turns
+bullet lines into list items. Tables come out as their cell text, row by row (no pipe tables: that
+needs a layout model). Measured against pdfplumber on the bundled PDFs (bench/RESULTS.md): higher
+word F1 on every file and ~30x the pages/s.
+
+A page that has images but no text, or whose text is mostly characters with no Unicode meaning
+(private-use code points, U+FFFD, control characters: fonts without a ToUnicode map), needs OCR. The
+whole file is then quarantined with reason `needs_ocr`, naming the pages, unless `input.ocr` is on:
+then those pages (only) are read by Tesseract (ocr.py). Whole-file, because one input file is one
+record in the run's books: a document missing pages would be a silent loss.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterator
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from .base import Bad, Record, Skip, Split
+from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, document, first_heading
+
+_BULLETS = "•◦▪▫●○■□‣⁃∙·-–*"
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
+_GARBAGE = re.compile(r"[\ue000-\uf8ff\ufffd\x00\x01\x03-\x08\x0b\x0e-\x1f]")  # not \x02: a soft hyphen
+_HYPHENS = ("-", "\u00ad", "\x02")  # PDFium reports a soft hyphen at a line end as \x02
+_HEADING_RATIO = 1.1  # a line at least this much taller than the body text is a heading
+_MAX_HEADING_CHARS = 150
+_GARBAGE_SHARE = 0.3
+
+
+@dataclass(slots=True)
+class _Line:
+    text: str
+    size: float  # font height (loose char box) of its first characters
+    top: float
+    bottom: float
+    left: float
+    bold: bool  # its first characters are in a bold font
+
+
+def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterator[Record | Skip | Bad]:
+    if not data:
+        yield Bad(0, "empty file (0 bytes), not a PDF; remove it or replace it with the complete file", UNREADABLE)
+        return
+    if not data.startswith(b"%PDF-") and b"%PDF-" not in data[:1024]:
+        yield Bad(0, "not a PDF (no %PDF- header); the file is corrupt or misnamed", UNREADABLE)
+        return
+    if b"%%EOF" not in data[-2048:]:
+        # PDFium rebuilds a cut-short file from what is left and would return part of it as if whole.
+        yield Bad(0, "truncated PDF (no %%EOF at the end); copy the complete file again", UNREADABLE)
+        return
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            yield Bad(0, "encrypted PDF (needs a password); decrypt it first, e.g. `qpdf --decrypt`", ENCRYPTED)
+        else:
+            yield Bad(0, f"corrupt PDF, PDFium cannot open it ({exc})", UNREADABLE)
+        return
+    try:
+        if len(pdf) == 0:
+            yield Bad(0, "PDF with zero pages", UNREADABLE)
+            return
+        pages = [_page_lines(pdf[i]) for i in range(len(pdf))]
+        scanned = [i for i, lines in enumerate(pages) if lines is None]
+        if scanned and not ocr:
+            numbers = ", ".join(str(i + 1) for i in scanned[:20]) + (", ..." if len(scanned) > 20 else "")
+            yield Bad(0, f"{len(scanned)} of {len(pdf)} pages have no usable text layer (pages {numbers}); "
+                         f"set input.ocr: true to read them with Tesseract", NEEDS_OCR)
+            return
+        if scanned:
+            from .ocr import TIMEOUT_S as OCR_TIMEOUT_S, ocr_page
+
+            try:
+                ocr_text = {i: ocr_page(pdf[i], ocr_languages) for i in scanned}
+            except subprocess.TimeoutExpired:
+                yield Bad(0, f"tesseract took over {OCR_TIMEOUT_S} s on a page; the page is too large "
+                             f"or not text", UNREADABLE)
+                return
+        title = (pdf.get_metadata_dict().get("Title") or "").strip()
+    except pdfium.PdfiumError as exc:
+        yield Bad(0, f"corrupt PDF, PDFium fails on a page ({exc})", UNREADABLE)
+        return
+    finally:
+        pdf.close()
+    body = _body_size(pages)
+    levels = _heading_levels(pages, body)
+    markdown = [ocr_text[i] if lines is None else _markdown(lines, body, levels) for i, lines in enumerate(pages)]
+    if not any(page.strip() for page in markdown):
+        yield Skip(0, "empty")
+        return
+    # The first heading before the Title entry, which is often the authoring tool's file name.
+    yield document(split, markdown, PDF, first_heading("\n".join(markdown)) or title)
+
+
+def _page_lines(page: pdfium.PdfPage) -> list[_Line] | None:
+    """The page's text lines, or None when the page needs OCR."""
+    textpage = page.get_textpage()
+    try:
+        n = textpage.count_chars()
+        text = textpage.get_text_range(0, n) if n else ""
+        visible = len(text) - sum(map(str.isspace, text))
+        if visible == 0:
+            return None if _has_image(page) else []
+        if len(_GARBAGE.findall(text)) > _GARBAGE_SHARE * visible:
+            return None
+        exact = len(text) == n  # char i of the string is PDFium's char i (no surrogate pairs)
+        lines, pos = [], 0
+        for raw in re.split(r"\r\n|\r|\n", text):
+            start, pos = pos, pos + len(raw) + (2 if text.startswith("\r\n", pos + len(raw)) else 1)
+            line = _GARBAGE.sub("", raw).strip()
+            if not line:
+                continue
+            first = start + len(raw) - len(raw.lstrip())
+            size, top, bottom, left = _geometry(textpage, start, raw) if exact else (0.0, 0.0, 0.0, 0.0)
+            lines.append(_Line(line, size, top, bottom, left, exact and _bold(textpage, first)))
+        return lines
+    finally:
+        textpage.close()
+        page.close()
+
+
+def _geometry(textpage: pdfium.PdfTextPage, start: int, raw: str) -> tuple[float, float, float, float]:
+    """(font height, top, bottom, left) of a line from its first few visible characters."""
+    size, top, bottom, left = 0.0, float("-inf"), float("inf"), float("inf")
+    seen = 0
+    for i, ch in enumerate(raw):
+        if ch.isspace():
+            continue
+        x0, y0, x1, y1 = textpage.get_charbox(start + i, loose=True)
+        size, top, bottom, left = max(size, y1 - y0), max(top, y1), min(bottom, y0), min(left, x0)
+        seen += 1
+        if seen == 4:
+            break
+    return size, top, bottom, left
+
+
+def _bold(textpage: pdfium.PdfTextPage, index: int) -> bool:
+    name = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int()
+    pdfium_c.FPDFText_GetFontInfo(textpage, index, name, len(name), ctypes.byref(flags))
+    return (any(w in name.value.lower() for w in (b"bold", b"black", b"heavy", b"semibold"))
+            or pdfium_c.FPDFText_GetFontWeight(textpage, index) >= 600)
+
+
+def _has_image(page: pdfium.PdfPage) -> bool:
+    return any(obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects(max_depth=2))
+
+
+def _body_size(pages: list[list[_Line] | None]) -> float:
+    """The font height most of the text is set in (by characters)."""
+    sizes: Counter[float] = Counter()
+    for lines in pages:
+        for line in lines or ():
+            sizes[round(line.size, 1)] += len(line.text)
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def _heading_levels(pages: list[list[_Line] | None], body: float) -> dict[float, int]:
+    """Heading sizes, largest first, as levels 1..3 (smaller ones share level 3)."""
+    if body <= 0:
+        return {}
+    sizes = {round(line.size, 1) for lines in pages for line in lines or ()
+             if _is_heading_size(line, body)}
+    return {size: min(rank + 1, 3) for rank, size in enumerate(sorted(sizes, reverse=True))}
+
+
+def _bold_heading(lines: list[_Line], i: int) -> bool:
+    """A short bold line that stands alone (a paragraph gap or plain text follows): a heading set
+    at body size, as many documents do."""
+    line = lines[i]
+    if not line.bold or len(line.text) > 100 or line.text.endswith((".", ",", ";")) or line.text[:1] in _BULLETS:
+        return False
+    if not any(c.isalpha() for c in line.text):
+        return False
+    nxt = lines[i + 1] if i + 1 < len(lines) else None
+    return nxt is None or not nxt.bold or _paragraph_gap(line, nxt)
+
+
+def _is_heading_size(line: _Line, body: float) -> bool:
+    return (line.size >= body * _HEADING_RATIO and len(line.text) <= _MAX_HEADING_CHARS
+            and any(c.isalpha() for c in line.text))
+
+
+def _markdown(lines: list[_Line], body: float, levels: dict[float, int]) -> str:
+    blocks: list[str] = []
+    prev: _Line | None = None
+    prev_heading = False
+    bold_level = min(max(levels.values(), default=1) + 1, 4)
+    for i, line in enumerate(lines):
+        level = levels.get(round(line.size, 1)) if body > 0 and _is_heading_size(line, body) else None
+        if level is None and _bold_heading(lines, i):
+            level = bold_level
+        bullet = len(line.text) > 1 and line.text[0] in _BULLETS and line.text[1] == " "
+        new_block = (prev is None or level is not None or prev_heading or bullet
+                     or _paragraph_gap(prev, line))
+        if level is not None and prev_heading and prev is not None and round(prev.size, 1) == round(line.size, 1) \
+                and not _paragraph_gap(prev, line):
+            blocks[-1] = _join(blocks[-1], line.text)  # a heading set on two lines
+        elif new_block:
+            if level is not None:
+                blocks.append("#" * level + " " + line.text)
+            elif bullet:
+                blocks.append("- " + line.text[2:].strip())
+            else:
+                blocks.append(line.text)
+        else:
+            blocks[-1] = _join(blocks[-1], line.text)
+        prev, prev_heading = line, level is not None
+    out = blocks[:1]
+    for block in blocks[1:]:  # list items one per line, not as loose paragraphs
+        out.append(("\n" if block.startswith("- ") and out[-1].startswith("- ") else "\n\n") + block)
+    return "".join(out)
+
+
+def _paragraph_gap(prev: _Line, line: _Line) -> bool:
+    """A new paragraph: a vertical gap of half a line or more, or a jump up (the next column)."""
+    if prev.size <= 0 or line.size <= 0:
+        return False
+    gap = prev.bottom - line.top
+    return gap > 0.5 * max(prev.size, line.size) or line.top > prev.top + 0.5 * line.size
+
+
+def _join(text: str, line: str) -> str:
+    """Append a line to a paragraph: a word broken by a hyphen at the line end is joined again,
+    Chinese/Japanese lines are joined without a space."""
+    if text.endswith(_HYPHENS) and len(text) > 1 and text[-2].isalpha() and line[:1].islower():
+        return text[:-1] + line
+    if text.endswith(("\u00ad", "\x02")):
+        return text[:-1] + line
+    if _CJK.match(text[-1:]) and _CJK.match(line[:1]):
+        return text + line
+    return text + " " + line
