@@ -61,7 +61,11 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
     try:
         pdf = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
-        if "password" in str(exc).lower():
+        # A zero-page file fails to load without an error code of its own, so PDFium's message may
+        # be left over from the file before: the page tree is checked first.
+        if re.search(rb"/Count\s+0\b", data) and not re.search(rb"/Count\s+[1-9]", data):
+            yield Bad(0, "PDF with zero pages", UNREADABLE)
+        elif "password" in str(exc).lower():
             yield Bad(0, "encrypted PDF (needs a password); decrypt it first, e.g. `qpdf --decrypt`", ENCRYPTED)
         else:
             yield Bad(0, f"corrupt PDF, PDFium cannot open it ({exc})", UNREADABLE)

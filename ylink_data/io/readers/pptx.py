@@ -21,6 +21,7 @@ from .base import Bad, Record, Skip, Split
 from .document import PPTX, UNREADABLE, document, table
 
 _TITLES = (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE)
+_BODIES = (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT)
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 
 
@@ -49,24 +50,40 @@ def _blocks(shapes) -> Iterator[str]:
         if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
             yield from _blocks(shape.shapes)
         elif getattr(shape, "has_table", False) and shape.has_table:
-            yield table([[cell.text for cell in row.cells] for row in shape.table.rows])
+            yield _table(shape.table)
         elif shape.has_text_frame:
             is_title = shape.is_placeholder and shape.placeholder_format.type in _TITLES
             if is_title:
                 text = " ".join(shape.text_frame.text.split())
                 yield "# " + text if text else ""
             else:
-                yield _text_frame(shape.text_frame)
+                body = shape.is_placeholder and shape.placeholder_format.type in _BODIES
+                yield _text_frame(shape.text_frame, body)
 
 
-def _text_frame(frame) -> str:
+def _table(t) -> str:
+    """Pipe table; a merged cell's text is repeated in every cell it covers (as for Word)."""
+    grid = [[cell.text for cell in row.cells] for row in t.rows]
+    for r, row in enumerate(t.rows):
+        for c, cell in enumerate(row.cells):
+            if cell.is_merge_origin:
+                for rr in range(r, min(r + cell.span_height, len(grid))):
+                    for cc in range(c, min(c + cell.span_width, len(grid[rr]))):
+                        grid[rr][cc] = cell.text
+    return table(grid)
+
+
+def _text_frame(frame, body: bool) -> str:
+    """Paragraphs, and list items: those with a bullet or number of their own, or, in a body
+    placeholder (whose layout bullets its paragraphs), those that do not switch it off."""
     lines: list[str] = []
     for para in frame.paragraphs:
         text = " ".join("".join(r.text for r in para.runs).split()) or " ".join(para.text.split())
         if not text:
             continue
         ppr = para._p.pPr
-        bulleted = ppr is not None and (ppr.find(f"{_A}buChar") is not None or ppr.find(f"{_A}buAutoNum") is not None)
+        own = ppr is not None and (ppr.find(f"{_A}buChar") is not None or ppr.find(f"{_A}buAutoNum") is not None)
+        bulleted = own or (body and (ppr is None or ppr.find(f"{_A}buNone") is None))
         numbered = ppr is not None and ppr.find(f"{_A}buAutoNum") is not None
         if para.level > 0 or bulleted:
             lines.append("    " * max(para.level - (0 if bulleted else 1), 0) + ("1. " if numbered else "- ") + text)
