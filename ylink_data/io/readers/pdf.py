@@ -31,6 +31,9 @@ from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, document, first_hea
 _BULLETS = "•◦▪▫●○■□‣⁃∙·-–*"
 _CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _GARBAGE = re.compile(r"[\ue000-\uf8ff\ufffd\x00\x01\x03-\x08\x0b\x0e-\x1f]")  # not \x02: a soft hyphen
+_ARABIC = re.compile(r"[\u0600-\u06ff]")
+_ALEF_LAM = re.compile(r"[\u0622\u0623\u0625\u0627]\u0644")
+_MIXED = re.compile(r"(?<=[A-Za-z])(?=[\u0600-\u06ff])|(?<=[\u0600-\u06ff])(?=[A-Za-z])")
 _HYPHENS = ("-", "\u00ad", "\x02")  # PDFium reports a soft hyphen at a line end as \x02
 _HEADING_RATIO = 1.1  # a line at least this much taller than the body text is a heading
 _MAX_HEADING_CHARS = 150
@@ -96,6 +99,7 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
         return
     finally:
         pdf.close()
+    pages = _without_running_lines(pages)
     body = _body_size(pages)
     levels = _heading_levels(pages, body)
     markdown = [ocr_text[i] if lines is None else _markdown(lines, body, levels) for i, lines in enumerate(pages)]
@@ -118,6 +122,8 @@ def _page_lines(page: pdfium.PdfPage) -> list[_Line] | None:
         if len(_GARBAGE.findall(text)) > _GARBAGE_SHARE * visible:
             return None
         exact = len(text) == n  # char i of the string is PDFium's char i (no surrogate pairs)
+        if exact and _ARABIC.search(text):
+            text = _arabic(textpage, text)
         lines, pos = [], 0
         for raw in re.split(r"\r\n|\r|\n", text):
             start, pos = pos, pos + len(raw) + (2 if text.startswith("\r\n", pos + len(raw)) else 1)
@@ -131,6 +137,18 @@ def _page_lines(page: pdfium.PdfPage) -> list[_Line] | None:
     finally:
         textpage.close()
         page.close()
+
+
+def _arabic(textpage: pdfium.PdfTextPage, text: str) -> str:
+    """PDFium reverses right-to-left runs character by character, so a lam-alef ligature, one
+    glyph that maps to "لا", comes out as "ال": put such pairs (two characters of one glyph: the
+    same box) back in order. And a space between an Arabic word and a Latin one set against it."""
+    chars = list(text)
+    for m in _ALEF_LAM.finditer(text):
+        i = m.start()
+        if textpage.get_charbox(i) == textpage.get_charbox(i + 1):
+            chars[i], chars[i + 1] = chars[i + 1], chars[i]
+    return _MIXED.sub(" ", "".join(chars))
 
 
 def _geometry(textpage: pdfium.PdfTextPage, start: int, raw: str) -> tuple[float, float, float, float]:
@@ -158,6 +176,31 @@ def _bold(textpage: pdfium.PdfTextPage, index: int) -> bool:
 
 def _has_image(page: pdfium.PdfPage) -> bool:
     return any(obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE for obj in page.get_objects(max_depth=2))
+
+
+def _without_running_lines(pages: list[list[_Line] | None]) -> list[list[_Line] | None]:
+    """Pages without their running headers and footers: a line among the first or last two of a
+    page that recurs (page numbers aside) there on a quarter of the pages, and on 3 or more
+    (books alternate left and right running heads, so half would miss them). They are furniture, not text, and would repeat in every chunk of the document."""
+    edges = [lines[:2] + lines[-2:] if lines else [] for lines in pages]
+    counts = Counter(key for edge in edges for key in {_running_key(line) for line in edge})
+    least = max(3, (len(pages) + 3) // 4)
+    running = {key for key, n in counts.items() if n >= least and key}
+    if not running:
+        return pages
+    out: list[list[_Line] | None] = []
+    for lines, edge in zip(pages, edges):
+        if lines is None:
+            out.append(None)
+            continue
+        drop = {id(line) for line in edge if _running_key(line) in running}
+        out.append([line for line in lines if id(line) not in drop])
+    return out
+
+
+def _running_key(line: _Line) -> str:
+    key = re.sub(r"[\d\s]+", " ", line.text).strip().lower()
+    return re.sub(r"^[ivxlc]+\b|\b[ivxlc]+$", "", key).strip()  # roman page numbers too
 
 
 def _body_size(pages: list[list[_Line] | None]) -> float:
