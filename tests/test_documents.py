@@ -26,21 +26,23 @@ from .s3server import s3_server
 DOCS = REPO / "samples" / "documents"
 
 # Word F1 (characters for Chinese) of each bundled document against its reference, as measured by
-# this test's run (see bench/RESULTS.md, "Document readers (issue 15)"), less 0.02 and rounded down.
+# this test's run (see bench/RESULTS.md, "Document readers (issue 15)"), less 0.02 and rounded down
+# (measured 2026-12-01: 1.000 on 20 files; 0.952-0.998 on the rest but equations.docx 0.761,
+# omml_func_log.docx 0.923: docling's references write equations as LaTeX, we keep Word's text).
 # The references are docling's own converter output for the docling files (LaTeX for equations,
 # image placeholders), pdfplumber's layout text, unstructured's OCR elements (zh_unstructured) and
 # our GBK decoding of SimFang-variant (see SOURCE.txt there).
 F1_FLOOR = {
     "2305.03393v1-pg9.pdf": 0.95, "code_and_formula.pdf": 0.96, "multi_page.pdf": 0.97,
-    "picture_classification.pdf": 0.96, "redp5110_sampled.pdf": 0.93, "right_to_left_01.pdf": 0.96,
+    "picture_classification.pdf": 0.97, "redp5110_sampled.pdf": 0.94, "right_to_left_01.pdf": 0.96,
     "scotus-transcript-p1.pdf": 0.98, "SimFang-variant.pdf": 0.93, "simplified_chinese.pdf": 0.98,
-    "Strict.docx": 0.98, "content_control_with_picture.docx": 0.92, "docx_code_blocks.docx": 0.98,
-    "docx_external_image.docx": 0.95, "docx_list_blank_spacer.docx": 0.94, "docx_lists.docx": 0.94,
-    "docx_rich_cells.docx": 0.95, "docx_vml_images.docx": 0.95, "equations.docx": 0.74,
-    "lorem_ipsum.docx": 0.98, "omml_func_log.docx": 0.90, "omml_text_escapes_in_math.docx": 0.95,
-    "tablecell.docx": 0.98, "textbox.docx": 0.94, "unit_test_headers.docx": 0.98,
-    "word_image_anchors.docx": 0.92, "word_tables.docx": 0.98, "powerpoint_bad_text.pptx": 0.98,
-    "powerpoint_issue_2663.pptx": 0.98, "powerpoint_sample.pptx": 0.88, "powerpoint_with_image.pptx": 0.91,
+    "Strict.docx": 0.98, "content_control_with_picture.docx": 0.98, "docx_code_blocks.docx": 0.97,
+    "docx_external_image.docx": 0.98, "docx_list_blank_spacer.docx": 0.98, "docx_lists.docx": 0.98,
+    "docx_rich_cells.docx": 0.95, "docx_vml_images.docx": 0.98, "equations.docx": 0.74,
+    "lorem_ipsum.docx": 0.98, "omml_func_log.docx": 0.9, "omml_text_escapes_in_math.docx": 0.94,
+    "tablecell.docx": 0.98, "textbox.docx": 0.97, "unit_test_headers.docx": 0.98,
+    "word_image_anchors.docx": 0.98, "word_tables.docx": 0.98, "powerpoint_bad_text.pptx": 0.98,
+    "powerpoint_issue_2663.pptx": 0.98, "powerpoint_sample.pptx": 0.98, "powerpoint_with_image.pptx": 0.98,
 }
 
 
@@ -155,7 +157,7 @@ def test_docx_structure_comes_out_as_markdown(shared_data):
     (lists,) = read(folder / "docx_lists.docx")
     assert "- List item 1\n- List item 2\n- List item 3" in lists.text
     assert "- List item 2\n    - List item 1.1\n    - List item 1.2" in lists.text
-    assert "1. List item a\n1. List item b" in lists.text
+    assert "1. List item a\n2. List item b\n3. List item c" in lists.text
     (tables,) = read(folder / "word_tables.docx")
     assert "| Header 0.0 | Header 0.1 | Header 0.2 |\n| --- | --- | --- |\n| Cell 1.0 | Cell 1.1 | Cell 1.2 |" in tables.text
     assert "| Cell 1.0 | Merged Cell 1.1 1.2 | Merged Cell 1.1 1.2 |" in tables.text

@@ -58,3 +58,23 @@ def table(rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * width]
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     return "\n".join(lines)
+
+
+def number_lists(markdown: str) -> str:
+    """Ordered list items numbered 1, 2, 3... per list and level (readers write each as `1. `)."""
+    out, counters = [], {}
+    for line in markdown.split("\n"):
+        m = _ITEM.match(line)
+        if m:
+            indent = len(m.group(1))
+            counters = {k: v for k, v in counters.items() if k <= indent}  # deeper lists end
+            counters[indent] = counters.get(indent, 0) + 1
+            line = f"{m.group(1)}{counters[indent]}. {m.group(2)}"
+        elif not _BULLET.match(line):
+            counters = {}  # anything but a list item ends every list
+        out.append(line)
+    return "\n".join(out)
+
+
+_ITEM = re.compile(r"^( *)1\. (.*)$")
+_BULLET = re.compile(r"^ *- ")

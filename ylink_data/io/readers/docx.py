@@ -2,7 +2,7 @@
 
 The body is walked in document order (paragraphs, tables, and the paragraphs and tables inside
 content controls). Headings come from paragraph styles (`Title`, `Heading N`), list items from
-numbering or list styles (indented by level, `1.` for numbered ones), tables become pipe tables
+numbering or list styles (indented by level, with Word's own labels: wordlists.py), tables become pipe tables
 (a merged cell's text repeated in each column it spans, as python-docx reports it). A paragraph's
 text is every text run in it, including text boxes, hyperlinks and equations (OMML `m:t`), which
 python-docx's `Paragraph.text` leaves out. Word has no stored page breaks, so there are no pages.
@@ -21,6 +21,7 @@ from lxml import etree
 
 from .base import Bad, Record, Skip, Split
 from .document import DOCX, UNREADABLE, document, first_heading, table
+from .wordlists import WordLists
 
 _STRICT = re.compile(rb"http://purl\.oclc\.org/ooxml/(\w+)/(\w+)")
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
@@ -37,7 +38,7 @@ def read_docx(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:
         yield Bad(0, f"not a readable .docx (corrupt, truncated or another format: {type(exc).__name__}: "
                      f"{' '.join(str(exc).split())[:150]})", UNREADABLE)
         return
-    numbered = _numbered_lists(doc)
+    numbered = WordLists.of(doc)
     blocks = list(_blocks(doc, doc.element.body, numbered))
     markdown = "\n\n".join(b for b in blocks if b)
     markdown = re.sub(r"(?m)^((?:\s*)(?:- |\d+\. ).*)\n\n(?=\s*(?:- |\d+\. ))", r"\1\n", markdown)
@@ -73,7 +74,7 @@ def _zip_mentions(data: bytes, needle: bytes) -> bool:
         return False
 
 
-def _blocks(doc, parent, numbered: set[str]) -> Iterator[str]:
+def _blocks(doc, parent, numbered: WordLists) -> Iterator[str]:
     for child in parent.iterchildren():
         if child.tag == _P:
             boxes: list = []
@@ -108,7 +109,7 @@ def _text(el, boxes: list | None = None) -> str:
     return "".join(out)
 
 
-def _paragraph(doc, p, numbered: set[str], boxes: list) -> str:
+def _paragraph(doc, p, numbered: WordLists, boxes: list) -> str:
     text = " ".join(_text(p, boxes).split())
     if not text:
         return ""
@@ -122,8 +123,12 @@ def _paragraph(doc, p, numbered: set[str], boxes: list) -> str:
     if num is not None or style.startswith("list"):
         level = _attr_int(num, "w:ilvl") if num is not None else 0
         num_id = str(_attr_int(num, "w:numId")) if num is not None else ""
-        ordered = style.startswith("list number") or f"{num_id}:{level}" in numbered
-        return "    " * level + ("1. " if ordered else "- ") + text
+        label = numbered.label(num_id, level) if num is not None else ("1." if "number" in style else None)
+        if label is None:
+            return "    " * level + "- " + text
+        # "3." or "3" is a Markdown list item; other labels ("1.2.", "b)") stay as text of a bullet.
+        plain = re.fullmatch(r"(\d+)\.?", label)
+        return "    " * level + (f"{plain.group(1)}. " if plain else f"- {label} ") + text
     return text
 
 
@@ -146,30 +151,6 @@ def _attr_int(el, child: str) -> int:
         return int(node.get(qn("w:val"))) if node is not None else 0
     except (TypeError, ValueError):
         return 0
-
-
-def _numbered_lists(doc) -> set[str]:
-    """'numId:level' of the list levels that are numbered (decimal, letters, roman), not bullets."""
-    try:
-        numbering = doc.part.numbering_part.element
-    except (KeyError, NotImplementedError, AttributeError):
-        return set()
-    ordered_abstract: set[tuple[str, int]] = set()
-    for abstract in numbering.findall(qn("w:abstractNum")):
-        aid = abstract.get(qn("w:abstractNumId"))
-        for lvl in abstract.findall(qn("w:lvl")):
-            fmt = lvl.find(qn("w:numFmt"))
-            if fmt is not None and fmt.get(qn("w:val")) not in ("bullet", "none", None):
-                ordered_abstract.add((aid, int(lvl.get(qn("w:ilvl"), 0))))
-    out = set()
-    for num in numbering.findall(qn("w:num")):
-        ref = num.find(qn("w:abstractNumId"))
-        if ref is None:
-            continue
-        for aid, level in ordered_abstract:
-            if aid == ref.get(qn("w:val")):
-                out.add(f"{num.get(qn('w:numId'))}:{level}")
-    return out
 
 
 def _table(t: Table) -> str:

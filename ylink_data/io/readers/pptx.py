@@ -18,7 +18,7 @@ from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
 from pptx.exc import PackageNotFoundError
 
 from .base import Bad, Record, Skip, Split
-from .document import PPTX, UNREADABLE, document, table
+from .document import PPTX, UNREADABLE, document, number_lists, table
 
 _TITLES = (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE)
 _BODIES = (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT)
@@ -36,7 +36,7 @@ def read_pptx(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:
     if not slides:
         yield Bad(0, "presentation with zero slides", UNREADABLE)
         return
-    pages = ["\n\n".join(b for b in _blocks(slide.shapes) if b) for slide in slides]
+    pages = [number_lists("\n\n".join(b for b in _blocks(slide.shapes) if b)) for slide in slides]
     if not any(p.strip() for p in pages):
         yield Skip(0, "empty")
         return
