@@ -276,3 +276,28 @@ def read(path: Path, **input_options) -> list:
     with open(path, "rb") as f:
         return list(read_split(split, f, cfg))
 
+
+
+def test_ocr_without_tesseract_is_an_input_error_before_any_work(shared_data, monkeypatch, tmp_path):
+    from ylink_data.errors import InputError
+    from ylink_data.io.fs import InputFile
+    from ylink_data.io.readers import plan_splits
+
+    pdf = shared_data / "documents/pdf/docling/multi_page.pdf"
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without the tesseract binary
+    files = [InputFile(str(pdf), pdf.stat().st_size)]
+    with pytest.raises(InputError, match="input.ocr: true needs the `tesseract` binary: apt-get install"):
+        plan_splits(files, InputConfig(paths=[str(pdf)], ocr=True), lambda _: {})
+    assert plan_splits(files, InputConfig(paths=[str(pdf)]), lambda _: {})[0].format == "pdf"
+
+
+def test_document_input_options_are_checked_with_their_key(tmp_path):
+    from ylink_data.config import validate_config
+    from ylink_data.errors import ConfigError
+
+    base = {"input": {"paths": [str(DOCS)]}, "output": {"path": str(tmp_path / "o")}}
+    with pytest.raises(ConfigError, match=r"input.ocr_languages: String should match pattern"):
+        validate_config({**base, "input": {"paths": [str(DOCS)], "ocr_languages": "eng; rm -rf /"}})
+    with pytest.raises(ConfigError, match=r"input.format: Input should be .*'pdf', 'docx', 'pptx' or 'markdown'"):
+        validate_config({**base, "input": {"paths": [str(DOCS)], "format": "doc"}})
+    assert validate_config({**base, "input": {"paths": [str(DOCS)], "format": "pptx", "ocr": True}}).input.ocr
