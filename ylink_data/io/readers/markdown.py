@@ -7,18 +7,16 @@ from typing import Iterator
 
 from .base import Bad, Record, Skip, Split
 from .document import MARKDOWN, document, first_heading
+from .text import decode_utf8
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
 
 
 def read_markdown(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        yield Bad(exc.start, f"invalid UTF-8 at byte {exc.start}; convert the file to UTF-8")
+    text = decode_utf8(data)
+    if isinstance(text, Bad):
+        yield text
         return
     title = None
     front = _FRONT_MATTER.match(text)
