@@ -16,7 +16,7 @@ import pytest
 import ylink_data
 from ylink_data.config import InputConfig
 from ylink_data.io.readers import Split, read_split
-from ylink_data.io.readers.pdf import _join
+from ylink_data.io.readers.pdflayout import join_lines
 
 from .conftest import REPO, SAMPLES
 from .doctexts import documents_with_references, tokens, word_f1
@@ -145,11 +145,11 @@ def test_pdf_metadata_pages_headings_and_page_starts(shared_data):
 
 
 def test_words_broken_at_a_line_end_are_joined():
-    assert _join("the type-", "writer era") == "the typewriter era"
-    assert _join("soft\u00ad", "ware") == "software"
-    assert _join("IBM MT/", "ST") == "IBM MT/ ST"
-    assert _join("Pre-", "Digital Era") == "Pre- Digital Era"  # a capital follows: a real hyphen
-    assert _join("中华人民", "共和国") == "中华人民共和国"
+    assert join_lines("the type-", "writer era") == "the typewriter era"
+    assert join_lines("soft\u00ad", "ware") == "software"
+    assert join_lines("IBM MT/", "ST") == "IBM MT/ ST"
+    assert join_lines("Pre-", "Digital Era") == "Pre- Digital Era"  # a capital follows: a real hyphen
+    assert join_lines("中华人民", "共和国") == "中华人民共和国"
 
 
 def test_docx_structure_comes_out_as_markdown(shared_data):
