@@ -126,7 +126,7 @@ def test_bundled_documents_match_their_references_and_broken_files_are_quarantin
     assert stats["input_records"] == stats["output_records"] + sum(stats.get("dropped", {}).values()) + stats["quarantined"]
 
 
-def test_pdf_metadata_pages_headings_and_page_starts(shared_data):
+def test_pdf_metadata_pages_headings_and_page_offsets(shared_data):
     pdf = shared_data / "documents/pdf/docling/multi_page.pdf"
     (doc,) = read(pdf)
     meta = doc.metadata
@@ -134,7 +134,7 @@ def test_pdf_metadata_pages_headings_and_page_starts(shared_data):
     assert meta["content_type"] == "application/pdf" and meta["pages"] == len(pages) == 5
     assert meta["title"] == "The Evolution of the Word Processor"
     # Each page starts where its first line (as PDFium reads the page alone) starts.
-    for i, start in enumerate(meta["page_starts"]):
+    for i, start in enumerate(meta["page_offsets"]):
         first_line = pages[i].get_textpage().get_text_range().split("\r\n")[0].strip()
         words = tokens(first_line)[:6]
         assert tokens(doc.text[start:])[:len(words)] == words, (i, doc.text[start:start + 80])
@@ -170,9 +170,9 @@ def test_docx_structure_comes_out_as_markdown(shared_data):
 
 def test_pptx_slides_are_sections_with_titles_and_tables(shared_data):
     (deck,) = read(shared_data / "documents/pptx/docling/powerpoint_sample.pptx")
-    assert deck.metadata["pages"] == 3 and len(deck.metadata["page_starts"]) == 3
+    assert deck.metadata["pages"] == 3 and len(deck.metadata["page_offsets"]) == 3
     assert deck.text.startswith("# Test Table Slide\n\n|  | Class1 | Class1 | Class1 | Class2 | Class2 | Class2 |")
-    second = deck.text[deck.metadata["page_starts"][1]:]
+    second = deck.text[deck.metadata["page_offsets"][1]:]
     assert second.startswith("# Second slide title")
     assert "- With foo\n- Bar\n- And baz things" in deck.text
     assert deck.metadata["title"] == "Test Table Slide"
@@ -215,7 +215,7 @@ def test_ocr_reads_a_scanned_page(shared_data, tmp_path):
         scan = tmp_path / f"scan-{src.name}"
         scan.write_bytes(image_only_pdf(src))
         (layer,) = read(src)
-        layer_text = layer.text[:layer.metadata["page_starts"][1]] if layer.metadata["pages"] > 1 else layer.text
+        layer_text = layer.text[:layer.metadata["page_offsets"][1]] if layer.metadata["pages"] > 1 else layer.text
         (ocr,) = read(scan, ocr=True, ocr_languages=languages)
         assert word_f1(ocr.text, layer_text) >= floor, (src.name, word_f1(ocr.text, layer_text))
         (bad,) = read(scan)

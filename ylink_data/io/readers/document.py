@@ -3,9 +3,9 @@ tables, and one `Record` per file whose metadata says where each page starts.
 
 A document's text is Markdown: `#` headings, `- ` / `1. ` list items, pipe tables, paragraphs
 separated by a blank line. Pages (PDF) and slides (PPTX) are separated by a blank line too, and
-`metadata.page_starts[i]` is the character offset (Python str index) where page i+1 begins, so that
+`metadata.page_offsets[i]` is the character offset (Python str index) where page i+1 begins, so that
 the `chunk` op can give every chunk its page range. Metadata keys (ylink_data/schema.py):
-`content_type`, `title`, `pages` (page or slide count, where the format has pages) and `page_starts`.
+`content_type`, `title`, `pages` (page or slide count, where the format has pages) and `page_offsets`.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def document(split: Split, pages: list[str], content_type: str, title: str | Non
         meta["title"] = " ".join(title.split())
     if paged:
         meta["pages"] = len(pages)
-        meta["page_starts"] = starts
+        meta["page_offsets"] = starts
     return Record(0, text, redact_url(split.url), meta)
 
 

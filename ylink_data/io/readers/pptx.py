@@ -1,5 +1,5 @@
 """PowerPoint (.pptx) files through python-pptx: one Markdown document per file, one section per
-slide (a slide is a page: `metadata.pages` is the slide count, `page_starts` where each begins).
+slide (a slide is a page: `metadata.pages` is the slide count, `page_offsets` where each begins).
 
 A slide's title placeholder becomes a `#` heading; other shapes follow in reading order (top to
 bottom, then left to right), group shapes included: text frames as paragraphs, indented
