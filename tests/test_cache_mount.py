@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pyarrow.dataset as pads
@@ -25,9 +26,12 @@ import pytest
 
 import ylink_data
 from ylink_data.cache import ShardCache, run_shards
+from ylink_data.tokens.load import load_tokenizer
 
 from .conftest import quickstart_config
 from .s3server import s3_server
+from .shardruns import crawl_documents
+from .tokenruns import crawl_tokenizer, write_token_run
 
 RUN_URL = "s3://runs/r1"
 
@@ -131,24 +135,26 @@ class Mount:
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.fixture
-def mount(s3, tmp_path):
-    """Starts `ylink cache mount s3://runs/r1 MNT --cache-dir DIR` (a fresh cache) and waits until it
-    serves; stops and unmounts it in teardown, whatever happened."""
-    started: list[Mount] = []
-    ylink = Path(sys.executable).parent / "ylink"
-    command = [str(ylink)] if ylink.exists() else [sys.executable, "-m", "ylink_data.cli"]
+class Mounts:
+    """Starts `ylink cache mount URL MNT --cache-dir DIR` (a fresh cache each) and waits until it
+    serves; `stop_all` stops and unmounts every one, whatever happened."""
 
-    def start(url: str = RUN_URL) -> Mount:
-        n = len(started)
-        mnt, cache_dir, log = tmp_path / f"mnt{n}", tmp_path / f"cache{n}", tmp_path / f"mount{n}.log"
+    def __init__(self, tmp_path: Path, storage_options: dict | None = None):
+        self.tmp_path, self.storage_options, self.started = tmp_path, storage_options, []
+        ylink = Path(sys.executable).parent / "ylink"
+        self.command = [str(ylink)] if ylink.exists() else [sys.executable, "-m", "ylink_data.cli"]
+
+    def start(self, url: str = RUN_URL) -> Mount:
+        n = len(self.started)
+        mnt, cache_dir, log = self.tmp_path / f"mnt{n}", self.tmp_path / f"cache{n}", self.tmp_path / f"mount{n}.log"
         mnt.mkdir()
+        options = ["--storage-options", json.dumps(self.storage_options)] if self.storage_options else []
         with open(log, "wb") as out:
-            proc = subprocess.Popen(command + ["cache", "mount", url, str(mnt), "--cache-dir", str(cache_dir),
-                                               "--storage-options", json.dumps(s3.storage_options())],
+            proc = subprocess.Popen(self.command + ["cache", "mount", url, str(mnt), "--cache-dir", str(cache_dir),
+                                                    *options],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         m = Mount(proc, mnt, cache_dir, log)
-        started.append(m)
+        self.started.append(m)
         deadline = time.monotonic() + 30
         while "serving" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -156,14 +162,22 @@ def mount(s3, tmp_path):
         assert _mounted(mnt)
         return m
 
-    yield start
-    for m in started:
-        try:
-            _stop(m.proc)
-        finally:
-            _force_unmount(m.mnt)
-    for m in started:
-        assert "Traceback" not in m.log.read_text(), m.log.read_text()
+    def stop_all(self) -> None:
+        for m in self.started:
+            try:
+                _stop(m.proc)
+            finally:
+                _force_unmount(m.mnt)
+        for m in self.started:
+            assert "Traceback" not in m.log.read_text(), m.log.read_text()
+
+
+@pytest.fixture
+def mount(s3, tmp_path):
+    """`mount()` serves s3://runs/r1 (or another URL on the same server) from a fresh cache."""
+    mounts = Mounts(tmp_path, s3.storage_options())
+    yield mounts.start
+    mounts.stop_all()
 
 
 def _pin_is_free(cache_dir: Path, ref) -> bool:
@@ -317,3 +331,48 @@ def test_sigterm_unmounts(mount, manifest, run_dir, file_open):
             with contextlib.suppress(OSError):  # ENOTCONN: the flush on close cannot reach the mount
                 os.close(held)
     assert "unmounted" in m.log.read_text()
+
+
+# -- Megatron files (issue 14) ------------------------------------------------------------------
+
+def _indexed_dataset(prefix: str):
+    with warnings.catch_warnings():  # megatron-core warns that Apex/Transformer Engine are absent (CPU)
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+    return IndexedDataset(prefix)
+
+
+def test_megatron_files_are_served_for_megatron_to_read_by_path(fuse_ok, tmp_path):
+    """A real token run (tokenruns: crawl documents, real BPE) on local disk: the mount shows its
+    .bin/.idx byte for byte and a data-path.txt naming them under the mount, and megatron-core's own
+    IndexedDataset reads every document through it, equal to the tokenizer's ids."""
+    run = tmp_path / "tokens" / "run"
+    counts = [4, 6, 2]
+    manifest = write_token_run(run, counts)
+    files = manifest["megatron"]["files"]
+    mounts = Mounts(tmp_path / "mounts")
+    (tmp_path / "mounts").mkdir()
+    try:
+        m = mounts.start(str(run))
+        names = [Path(f[kind]["path"]).name for f in files for kind in ("bin", "idx")]
+        assert sorted(os.listdir(m.mnt)) == ["manifest.json", "megatron"]
+        assert sorted(os.listdir(m.mnt / "megatron")) == sorted(names + ["data-path.txt"])
+        for f in files:
+            for kind in ("bin", "idx"):
+                served = m.mnt / f[kind]["path"]
+                assert os.stat(served).st_size == f[kind]["bytes"]
+                assert served.read_bytes() == (run / f[kind]["path"]).read_bytes()
+        words = (m.mnt / "megatron" / "data-path.txt").read_text().split()
+        assert words == [w for f in files for w in (str(f["tokens"]), str(m.mnt / f["prefix"]))]
+
+        tok = load_tokenizer(str(crawl_tokenizer(run.parent / "tokenizer")))
+        docs, at = crawl_documents(), 0
+        for (_, prefix), n in zip(zip(words[::2], words[1::2]), counts):
+            dataset = _indexed_dataset(prefix)  # by path, through the mount
+            assert len(dataset) == n
+            for i in range(n):
+                assert dataset[i].tolist() == tok.tokenizer.encode(docs[at + i]).ids + [tok.eod_id]
+            at += n
+        assert {Path(d["url"]).name for d in m.downloads()} == set(names)
+    finally:
+        mounts.stop_all()

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, YlinkError
+from .llm.config import LLMConfig, LLMOverride, resolve_llm
 from .redaction import Redactor, redact_text
 
 MiB = 1024 * 1024
@@ -95,6 +96,8 @@ class OutputConfig(_Strict):
     shard_bytes: int = Field(128 * MiB, gt=0)
     compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
     megatron: MegatronOutputConfig | None = None
+    # Question-answer rows (qa_extract, qa_generate) also as fine-tuning JSONL, OUTPUT/sft/part-NNNNN.jsonl
+    sft_format: Literal["alpaca", "sharegpt", "messages"] | None = None
 
 
 class RayConfig(_Strict):
@@ -110,6 +113,8 @@ class PipelineConfig(_Strict):
     stages: list[Any] = Field(default_factory=list)
     ray: RayConfig = Field(default_factory=RayConfig)
     storage: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The model server of every op that calls one (ylink_data/llm/config.py); an op's `llm:` overrides it.
+    llm: LLMOverride | None = None
     # Resolved stage list: (op name, validated params), filled in by `validate_config`.
     ops: list[tuple[str, dict[str, Any]]] = Field(default_factory=list, exclude=True)
     # Masks credentials, the values `${VAR}` expanded to included, wherever the config is written or shown.
@@ -166,6 +171,10 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     raw.pop("include", None)
     env = _EnvExpansion()
     raw["storage"] = env.expand(raw.get("storage") or {})
+    if raw.get("llm") is not None:
+        raw["llm"] = env.expand(raw["llm"])
+    if isinstance(raw.get("stages"), list):
+        raw["stages"] = [_expand_op_llm(item, env) for item in raw["stages"]]
     from .stages import validate_stages  # late import: ops import config helpers
 
     problems: list[str] = []
@@ -184,6 +193,9 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     if cfg.output.megatron is not None and not any(name == "tokenize" for name, _ in ops):
         raise ConfigError("output.megatron: Megatron files are made of token ids; add a stage "
                           "`- tokenize: {tokenizer: PATH_OR_URL}` (a tokenizer.json)", source)
+    problems = _resolve_llm_ops(cfg, ops)
+    if problems:
+        raise ConfigError([redact_text(p, env.values) for p in problems], source)
     cfg.ops = ops
     cfg._redactor = Redactor.knowing(env.values)
     if cfg.output.path.startswith("memory://"):
@@ -379,8 +391,43 @@ def _list_index(node: list, part: str, where: str, source: str | None) -> int:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+def _expand_op_llm(item: Any, env: "_EnvExpansion") -> Any:
+    """An op's own `llm:` parameter reads `${VAR}` as the top-level block does (its api_key)."""
+    if isinstance(item, dict) and len(item) == 1:
+        (name, params), = item.items()
+        if isinstance(params, dict) and isinstance(params.get("llm"), dict):
+            return {name: {**params, "llm": env.expand(params["llm"])}}
+    return item
+
+
+def _resolve_llm_ops(cfg: PipelineConfig, ops: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Give each op that calls a model (`uses_llm`) its whole `llm` parameter: the pipeline's block
+    with the op's own keys on top and the response cache in OUTPUT/llm-cache/ unless set, checked
+    as an LLMConfig. Problems name the op's key."""
+    from .stages import op_class
+
+    block = cfg.llm.model_dump(exclude_none=True) if cfg.llm else {}
+    default_cache = cfg.output.path.rstrip("/") + "/llm-cache"
+    problems = []
+    for i, (name, params) in enumerate(ops):
+        if not getattr(op_class(name), "uses_llm", False):
+            continue
+        merged = resolve_llm(block, params.get("llm"), default_cache)
+        try:
+            params["llm"] = LLMConfig.model_validate(merged).model_dump()
+        except ValidationError as exc:
+            for err in exc.errors():
+                key = format_loc(err["loc"])
+                if err["type"] == "missing":
+                    problems.append(f"llm.{key}: {name} (stages[{i}]) calls a model: set `{key}` in the pipeline's "
+                                    f"top-level `llm:` block or in the op's own `llm:` parameter")
+                else:
+                    problems.append(f"stages[{i}].{name}.llm.{key}: {err['msg']}")
+    return problems
+
+
 class _EnvExpansion:
-    """`${VAR}` in storage options reads the environment, so credentials stay out of YAML files.
+    """`${VAR}` in storage options and `llm:` blocks reads the environment, so credentials stay out of YAML files.
     `values` collects what was put in: each is treated as a credential from then on. Values shared
     by YAML aliases are expanded once per use: the loader already bounds what aliases add."""
 

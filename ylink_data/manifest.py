@@ -91,11 +91,12 @@ class RunManifest:
     raw: bytes = b""
     megatron: list[MegatronPair] = field(default_factory=list)
     megatron_dtype: str | None = None
+    sft: list[RunFile] = field(default_factory=list)  # output.sft_format's JSONL files
 
     def files(self) -> list[RunFile]:
-        """Every file the manifest lists: shards, then Megatron .bin/.idx pairs."""
+        """Every file the manifest lists: shards, Megatron .bin/.idx pairs, then SFT JSONL."""
         return ([RunFile(s.path, s.ref) for s in self.shards]
-                + [f for pair in self.megatron for f in (pair.bin, pair.idx)])
+                + [f for pair in self.megatron for f in (pair.bin, pair.idx)] + self.sft)
 
 
 def read_manifest(url: str, storage_options: dict | None = None) -> RunManifest:
@@ -151,7 +152,24 @@ def check_manifest(fs: fsspec.AbstractFileSystem, root: str, where: str, data: A
     manifest = RunManifest(url=where, fs=fs, root=root, data=data, shards=shards)
     if data.get("megatron") is not None:
         manifest.megatron_dtype, manifest.megatron = _check_megatron(fs, root, where, data["megatron"], seen)
+    if data.get("sft") is not None:
+        manifest.sft = _check_listed_files(fs, root, f"{where} sft", data["sft"], seen)
     return manifest
+
+
+def _check_listed_files(fs: fsspec.AbstractFileSystem, root: str, what: str, section: Any,
+                        seen: dict[str, Any]) -> list[RunFile]:
+    """A section {"files": [{"path", "bytes", "sha256"}, ...], ...}, every file checked as a shard is."""
+    if not isinstance(section, dict) or not isinstance(section.get("files"), list):
+        raise ManifestError(f"{what}: not an object with a 'files' list; refusing the run")
+    files = []
+    for index, entry in enumerate(section["files"]):
+        file = _check_file(fs, root, f"{what} file {index}", entry)
+        if file.path in seen:
+            raise ManifestError(f"{what} file {index}: path {file.path!r} is listed twice; refusing it")
+        seen[file.path] = index
+        files.append(file)
+    return files
 
 
 def _check_megatron(fs: fsspec.AbstractFileSystem, root: str, where: str, section: Any,

@@ -8,30 +8,11 @@ is a contiguous slice of the epoch order, every rank yields the same number of b
 step's rows are split evenly (sizes differ by at most one row; with fewer rows than ranks some last
 batches are empty), and DataLoader worker w of k reads the rank's batches w, w+k, ...
 
-State (`state_dict()`), a small JSON-able dict:
-    {"version": 1, "run": fingerprint of the manifest, "rows": N, "seed", "epoch", "shuffle",
-     "block_rows", "window_blocks",
-     "consumed": epoch position reached (see below),
-     "partition": {"start", "world_size", "batch_size", "num_workers", "worker", "steps"} or None}
-`partition.steps` is J = (the rank batch number of the last batch this loader yielded) + 1, i.e. how
-many of its rank's batches the consumer has received at the moment it receives that batch, and
-`consumed = start + J * world_size * batch_size` (N once the epoch is over): where the epoch stands
-for every rank. It does not mention the rank: every rank of a synchronous job has the same state,
-so one rank's checkpoint serves all.
-
-Resume (`load_state_dict(state)`):
-  * the state's partition has this loader's world size, batch size, worker count and worker index:
-    the loader continues its own batches after J (the same sequence as without the interruption;
-    this is what torchdata's StatefulDataLoader does, giving each worker its own state back);
-  * otherwise (another world size, batch size or worker count: elastic) a new partition starts at
-    `consumed`: the rest of the epoch, shared among the new ranks, each document once. With the
-    same world size and batch size this is again exactly the uninterrupted sequence.
-  * A state from one of several DataLoader workers (num_workers > 1) is only that worker's view:
-    its `consumed` lags behind the consumer's when another worker delivered the last batch, so it
-    cannot seed another shape and loading it there raises. `merge_states(all workers' states)`
-    gives the consumer's position (the largest J: the consumer receives a rank's batches in order).
-  Resume is exact at batch boundaries the consumer received; batches read ahead but not received
-  are read again after a resume, as they must be.
+State and resume: see `ylink_data.cache.position` (shared with `TokenLoader`). A ShardLoader's state:
+    {"version": 2, "run": fingerprint of the manifest, "rows": N, "seed", "epoch", "shuffle",
+     "block_rows", "window_blocks", "consumed": epoch position reached, "partition": {...} or None}
+exact resume with the same shape, elastic resume (any world size, batch size, workers) from
+`consumed`, each document once.
 
 Reading: only the needed row groups of a shard are read (`ParquetFile.read_row_groups`, `columns`
 applied); the next `readahead` blocks are decoded and shuffled in threads while the consumer works,
@@ -60,13 +41,15 @@ import pyarrow.parquet as pq
 from ..errors import YlinkError
 from ..io.fs import filesystem, join
 from ..manifest import RunManifest, RunShard, read_manifest
-from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, Partition
+from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder
+from .position import EpochPosition, check_shape, merge_states
 from .verified import VerifiedShards
+
+__all__ = ["ShardLoader", "merge_states", "run_fingerprint", "STATE_VERSION"]
 
 STATE_VERSION = 2      # 2: the sliding-window block order (order.py); a version 1 position means another order
 _OPEN_SHARDS = 16     # shard files kept open (a shuffle window spans a few shards)
 _DECODED_BLOCKS = 4   # decoded blocks kept: a worker's next batch is often in the same block
-_CONFIG_KEYS = ("run", "rows", "seed", "shuffle", "block_rows", "window_blocks")
 
 
 def run_fingerprint(shards: Sequence[RunShard]) -> str:
@@ -75,7 +58,7 @@ def run_fingerprint(shards: Sequence[RunShard]) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-class ShardLoader:
+class ShardLoader(EpochPosition):
     """Iterates `pyarrow.RecordBatch`es of up to `batch_size` rows of a run (a run folder, local or
     any fsspec URL): the batches of `rank` of `world_size`, and among those the ones of DataLoader
     worker `worker` of `num_workers`, for `epoch`. Iterating continues from the current position
@@ -86,17 +69,15 @@ class ShardLoader:
     `manifest`: the run's `ylink_data.manifest.read_manifest(url, storage_options)`, when the caller
     has it already: it is used as it is, neither read nor checked again."""
 
+    STATE_VERSION = STATE_VERSION
+    NAME = "ShardLoader"
+
     def __init__(self, url: str, *, cache_dir: str | None = None, max_cache_bytes: int | None = None,
                  rank: int = 0, world_size: int = 1, num_workers: int = 1, worker: int = 0, seed: int = 0,
                  epoch: int = 0, batch_size: int = 1024, shuffle: bool = True, columns: Sequence[str] | None = None,
                  storage_options: dict[str, Any] | None = None, block_rows: int = BLOCK_ROWS,
                  window_blocks: int = WINDOW_BLOCKS, readahead: int = 4, manifest: RunManifest | None = None):
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
-        if not 0 <= worker < num_workers:
-            raise ValueError(f"worker {worker} outside 0..{num_workers - 1}")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        check_shape(rank, world_size, worker, num_workers, batch_size)
         self.url, self.storage_options = url, storage_options
         self.cache_dir, self.max_cache_bytes = cache_dir, max_cache_bytes
         self.rank, self.world_size, self.num_workers, self.worker = rank, world_size, num_workers, worker
@@ -119,10 +100,14 @@ class ShardLoader:
         self._order: EpochOrder | None = None
         self.epoch = int(epoch)
         EpochOrder([], seed=self.seed, epoch=self.epoch)  # validates seed and epoch up front
-        self._start, self._done = 0, 0
+        self._start_at(0, 0)
         self._direct = VerifiedShards(self._fs)  # reads shards without the cache (cache_dir None)
 
-    # -- order and position -------------------------------------------------------------------
+    # -- order and position (the rest: EpochPosition) ----------------------------------------
+    @property
+    def num_samples(self) -> int:
+        return self.num_rows
+
     @property
     def order(self) -> EpochOrder:
         if self._order is None or self._order.epoch != self.epoch:
@@ -130,77 +115,16 @@ class ShardLoader:
                                      shuffle=self.shuffle, block_rows=self.block_rows, window_blocks=self.window_blocks)
         return self._order
 
-    @property
-    def partition(self) -> Partition:
-        return Partition(self.num_rows, self._start, self.world_size, self.batch_size, self.num_workers)
+    def config(self) -> dict[str, Any]:
+        return {"run": self.fingerprint, "rows": self.num_rows, "seed": self.seed, "shuffle": self.shuffle,
+                "block_rows": self.block_rows, "window_blocks": self.window_blocks}
 
-    def set_epoch(self, epoch: int) -> None:
-        """Start `epoch` from its beginning."""
-        EpochOrder([], seed=self.seed, epoch=epoch)
-        self.epoch, self._start, self._done = int(epoch), 0, 0
-
-    def steps(self) -> range:
-        """The rank batch numbers this loader yields from its position, in order."""
-        return self.partition.worker_steps(self.worker, self._done)
-
-    def __len__(self) -> int:
-        return len(self.steps())
-
-    def batch_positions(self, step: int) -> tuple[int, int]:
-        """Epoch positions [a, b) of this rank's batch `step` of the current partition."""
-        return self.partition.batch(self.rank, step)
-
-    # -- state --------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        p = self.partition
-        return {"version": STATE_VERSION, "run": self.fingerprint, "rows": self.num_rows, "seed": self.seed,
-                "epoch": self.epoch, "shuffle": self.shuffle, "block_rows": self.block_rows,
-                "window_blocks": self.window_blocks, "consumed": p.consumed(self._done),
-                "partition": {"start": self._start, "world_size": self.world_size, "batch_size": self.batch_size,
-                              "num_workers": self.num_workers, "worker": self.worker, "steps": self._done}}
-
-    def check_state(self, state: dict[str, Any]) -> None:
-        """Raise ValueError, naming the key, when `state` is not a position in this loader's run and
-        order (another run, seed, shuffle or block shape would make the position meaningless)."""
+    def _check_version(self, state: Any) -> None:
         if isinstance(state, dict) and isinstance(state.get("version"), int) and state["version"] < STATE_VERSION:
             raise ValueError(f"state['version'] is {state['version']}: it was saved by an older ylink-data whose epoch "
                              f"order differs, so its position cannot be resumed exactly; start the epoch again "
                              f"(set_epoch) or resume with the ylink-data that saved it")
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise ValueError(f"not a ShardLoader state of version {STATE_VERSION}: {state!r:.200}")
-        mine = self.state_dict()
-        for key in _CONFIG_KEYS:
-            if state.get(key) != mine[key]:
-                raise ValueError(f"state[{key!r}] is {state.get(key)!r} but this loader has {mine[key]!r}"
-                                 + (" (the state belongs to another run)" if key in ("run", "rows") else ""))
-        if not 0 <= int(state["consumed"]) <= self.num_rows:
-            raise ValueError(f"state['consumed'] {state['consumed']} outside 0..{self.num_rows}")
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.check_state(state)
-        self.epoch = int(state["epoch"])
-        p = state.get("partition")
-        if p and (p["world_size"], p["batch_size"], p["num_workers"], p["worker"]) == \
-                (self.world_size, self.batch_size, self.num_workers, self.worker):
-            self._start, self._done = int(p["start"]), int(p["steps"])
-            return
-        if p and p["num_workers"] > 1 and p["steps"] > 0:
-            raise ValueError(
-                f"this state is DataLoader worker {p['worker']}'s of {p['num_workers']}: it resumes only that "
-                f"worker (same world size, batch size and workers); merge all workers' states with "
-                f"merge_states() to resume with another shape")
-        self._start, self._done = int(state["consumed"]), 0
-
-    def state_after(self, batches: int) -> dict[str, Any]:
-        """The state once a consumer that iterates this rank's batches from this loader's position
-        (through any number of DataLoader workers, which deliver them in order) has received
-        `batches` of them: a position-only state, loadable with any world size or workers."""
-        if self.num_workers > 1 and self._done > 0:
-            raise ValueError("a DataLoader worker's loader that has yielded batches does not know the consumer's "
-                             "position; use merge_states() on all workers' states")
-        state = self.state_dict()
-        state["consumed"], state["partition"] = self.partition.consumed(self._done + batches), None
-        return state
+        super()._check_version(state)
 
     # -- reading ------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -215,37 +139,6 @@ class ShardLoader:
 
     def shard_url(self, index: int) -> str:
         return self.shards[index].ref.url
-
-
-def merge_states(states: Sequence[dict[str, Any]], extra_steps: int = 0) -> dict[str, Any]:
-    """The consumer's position from the states of all DataLoader workers of one rank (for example
-    the worker snapshots in a StatefulDataLoader state), plus `extra_steps` batches received after
-    them: a position-only state, loadable with any world size or number of workers."""
-    if not states:
-        raise ValueError("no states to merge")
-    first = states[0]
-    for s in states[1:]:
-        for key in ("version", "epoch", *_CONFIG_KEYS):
-            if s.get(key) != first.get(key):
-                raise ValueError(f"states disagree on {key!r}: {first.get(key)!r} vs {s.get(key)!r}")
-    parts = [s.get("partition") for s in states]
-    if any(parts):
-        if not all(parts):
-            raise ValueError("cannot merge worker states with position-only states")
-        shape = {(p["start"], p["world_size"], p["batch_size"], p["num_workers"]) for p in parts}
-        if len(shape) != 1:
-            raise ValueError(f"states come from different partitions: {sorted(shape)}")
-        start, world_size, batch_size, num_workers = shape.pop()
-        if sorted(p["worker"] for p in parts) != list(range(num_workers)):
-            raise ValueError(f"need the states of all {num_workers} workers, got workers "
-                             f"{sorted(p['worker'] for p in parts)}")
-        steps = max(p["steps"] for p in parts) + extra_steps
-        consumed = Partition(int(first["rows"]), start, world_size, batch_size, num_workers).consumed(steps)
-    else:
-        if extra_steps:
-            raise ValueError("extra_steps needs worker states (they carry the batch shape)")
-        consumed = max(int(s["consumed"]) for s in states)
-    return {**first, "consumed": consumed, "partition": None}
 
 
 class _Reader:

@@ -6,8 +6,18 @@ A read-only FUSE file system (libfuse3 through the `mfusepy` binding) that shows
     MOUNTPOINT/data/part-NNNNN.parquet        each shard, with the size the manifest gives
     MOUNTPOINT/tiers/<tier>/manifest.json     for runs with output tiers: each tier's own manifest
     MOUNTPOINT/tiers/<tier>/data/...          and its shards (so a tier folder is a run too)
+    MOUNTPOINT/megatron/part-NNNNN.bin, .idx  the run's Megatron files (output.megatron), tiers' too
+    MOUNTPOINT/megatron/data-path.txt         Megatron-LM's --data-path, weighted by tokens, naming
+                                              every pair under MOUNTPOINT (for --data-args-path); each
+                                              other folder of pairs (tiers/<tier>/megatron/) gets one
+                                              naming its own pairs
 
-Listing and `stat` come from the manifest alone: nothing is downloaded until a shard is opened.
+The data-path.txt files are made from the checked manifest, not read from the run (a run's own
+data-path.txt names the pairs where it was written, and the manifest does not list it): Megatron
+reads the .bin/.idx files by these paths, through the mount.
+
+Listing and `stat` come from the manifest alone: nothing is downloaded until a file is opened (a
+Megatron .bin or .idx is a shard here like any other: one verified file of the cache).
 `open` pins the shard in the node-local cache (`ShardCache.get`: downloaded and verified first when
 missing, so an open can take as long as one shard's download), `read` serves bytes from the cached
 file, `release` unpins it. Opening a shard points the prefetcher at the shards after it in the same
@@ -34,13 +44,17 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import YlinkError
 from ..io.fs import join
-from ..manifest import ManifestError, ShardRef, clean_path, inside_run, read_manifest
+from ..manifest import ManifestError, MegatronPair, ShardRef, clean_path, inside_run, read_manifest
+from ..tokens.megatron import data_path_args
 from .prefetch import Prefetcher
 from .store import ShardCache
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RunTree", "fs_class", "MountError", "serve", "check_mountpoint", "fuse_problem", "unmount", "is_mounted"]
+
+
+DATA_PATH = "data-path.txt"  # Megatron-LM's --data-args-path file, as output.megatron names it
 
 
 class MountError(YlinkError):
@@ -68,14 +82,15 @@ class RunTree:
     mtime_ns: int = 0
 
     @classmethod
-    def load(cls, url: str, storage_options: dict | None = None) -> "RunTree":
+    def load(cls, url: str, storage_options: dict | None = None, mountpoint: str | None = None) -> "RunTree":
         """Read the run's manifest (checked: `ylink_data.manifest`) and its tiers' manifests at
-        `url`: a local folder or fsspec URL."""
+        `url`: a local folder or fsspec URL. `mountpoint`: where the tree is served, the base of
+        the data-path.txt prefixes (None: prefixes relative to the run folder)."""
         run = read_manifest(url, storage_options)
         tree = cls(url=url, mtime_ns=_created_ns(run.data))
         tree._add_file("/manifest.json")
         tree.blobs["/manifest.json"] = run.raw
-        for shard in run.shards:
+        for shard in run.files():  # the Parquet shards, then the Megatron .bin/.idx files
             path = "/" + shard.path
             folder = str(PurePosixPath(path).parent)
             refs = tree.folders.setdefault(folder, [])
@@ -99,9 +114,28 @@ class RunTree:
                 log.warning("tier %s of %s has no %s: its folder is shown without one", tier, url, target[1:])
                 continue
             tree._add_file(target)
+        tree._add_data_paths(run.megatron, mountpoint)
         for names in tree.dirs.values():
             names.sort()
         return tree
+
+    def _add_data_paths(self, pairs: list[MegatronPair], mountpoint: str | None) -> None:
+        """megatron/data-path.txt naming every pair, and F/data-path.txt for every other folder F
+        holding pairs, naming those; prefixes under `mountpoint`."""
+        folders: dict[str, list[dict]] = {"/megatron": []} if pairs else {}
+        for pair in pairs:
+            entry = {"tokens": pair.tokens, "prefix": pair.prefix}
+            folders["/megatron"].append(entry)
+            folder = str(PurePosixPath("/" + pair.prefix).parent)
+            if folder != "/megatron":
+                folders.setdefault(folder, []).append(entry)
+        for folder, entries in folders.items():
+            path = f"{folder}/{DATA_PATH}"
+            if path in self.shards or path in self.blobs:
+                log.warning("the run lists its own %s: serving that file, not a data path", path[1:])
+                continue
+            self._add_file(path)
+            self.blobs[path] = data_path_args(entries, str(mountpoint) if mountpoint else "").encode()
 
     def _add_file(self, path: str) -> None:
         """Enter `path` (a file) and the folders above it."""
@@ -344,7 +378,7 @@ def serve(url: str, mountpoint: str | os.PathLike, cache_dir: str | os.PathLike,
         raise MountError(problem)
     mountpoint = check_mountpoint(mountpoint)
     mfusepy = _fuse()
-    tree = RunTree.load(url, storage_options)
+    tree = RunTree.load(url, storage_options, mountpoint=str(mountpoint))
     cache = ShardCache(cache_dir, max_bytes=max_bytes, storage_options=storage_options)
     prefetcher = Prefetcher(cache, window_bytes=prefetch_bytes, parallel=parallel) if prefetch_bytes > 0 else None
     ops = fs_class()(tree, cache, prefetcher)

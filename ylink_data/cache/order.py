@@ -75,6 +75,12 @@ def rng(*key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(k) for k in key])))
 
 
+def shard_permutation(count: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+    """The order in which an epoch reads `count` shards (step 1); `TokenLoader` cuts its stream of
+    token files in this order, so its windows' shards are read in the order they were cut."""
+    return rng(seed, epoch, _SHARDS).permutation(count) if shuffle else np.arange(count)
+
+
 class EpochOrder:
     """The order of the N samples in one epoch, kept as blocks (not N ids) so that it stays small
     for billions of rows: three arrays of one entry per block, rows permuted lazily per block."""
@@ -93,8 +99,7 @@ class EpochOrder:
         self.shard_offset = np.concatenate([[0], np.cumsum(self.shard_rows)]).astype(np.int64)
         self.num_rows = int(self.shard_offset[-1])
 
-        shards = rng(seed, epoch, _SHARDS).permutation(len(self.shard_rows)) if shuffle else \
-            np.arange(len(self.shard_rows))
+        shards = shard_permutation(len(self.shard_rows), seed, epoch, shuffle)
         per_shard = [-(-int(self.shard_rows[s]) // block_rows) for s in shards]
         block_shard = np.repeat(shards, per_shard).astype(np.int64)
         block_index = np.concatenate([np.arange(n) for n in per_shard]).astype(np.int64) if per_shard else \
@@ -196,6 +201,14 @@ class Partition:
         each, extra = divmod(tail, self.world_size)
         a = base + rank * each + min(rank, extra)
         return a, a + each + (rank < extra)
+
+    def batches(self, rank: int, steps: range) -> list[tuple[int, int]]:
+        """`batch(rank, j)` for every j of `steps` (a range of this partition's steps), at once."""
+        full = range(steps.start, min(steps.stop, self.full_steps), steps.step) if steps.step > 0 else range(0)
+        a = self.start + np.arange(full.start, full.stop, full.step, dtype=np.int64) * self.step_rows \
+            + rank * self.batch_size
+        out = list(zip(a.tolist(), (a + self.batch_size).tolist()))
+        return out + [self.batch(rank, j) for j in steps[len(full):]]
 
     def worker_steps(self, worker: int, first: int = 0) -> range:
         """The rank's batches that DataLoader worker `worker` reads, from batch `first` on."""

@@ -1,7 +1,7 @@
 """`ylink cache ...`: the node-local shard cache from the command line. `warm` pulls a run's shards
-into it; `mount` serves a run read-only as files (FUSE), filled from the cache with prefetch. Each
-action is an `_add_<action>` function plus a `run_<action>` function; the options every
-action shares (cache folder, budget, storage options) come from `_add_cache_options`."""
+(and Megatron files) into it; `mount` serves a run read-only as files (FUSE), filled from the cache
+with prefetch. Each action is an `_add_<action>` function plus a `run_<action>` function; the
+options every action shares (cache folder, budget, storage options) come from `_add_cache_options`."""
 from __future__ import annotations
 
 import argparse
@@ -36,7 +36,8 @@ def _add_cache_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_warm(csub: argparse._SubParsersAction) -> None:
-    w = csub.add_parser("warm", help="pull a run's shards into the cache (those already there are kept)")
+    w = csub.add_parser("warm", help="pull a run's shards and Megatron files into the cache (those already there are "
+                                     "kept)")
     w.add_argument("url", help="a finished run: local folder or fsspec URL (s3://, gs://, http(s)://...)")
     _add_cache_options(w)
     w.add_argument("--parallel", type=int, default=4, metavar="N", help="shards downloaded at once (default 4)")
@@ -49,12 +50,15 @@ def run_warm(args: argparse.Namespace) -> int:
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
-    from ..cache import ShardCache, run_shards
+    from ..cache import ShardCache
     from ..cache.download import NoRoomError
+    from ..manifest import read_manifest
 
     if args.parallel < 1:
         raise InputError(f"--parallel must be 1 or more, not {args.parallel}")
-    refs = run_shards(args.url, args.storage_options)
+    run = read_manifest(args.url, args.storage_options)
+    refs = [file.ref for file in run.files()]  # the shards, then the Megatron .bin/.idx pairs
+    shard_count = len(run.shards)
     cache = ShardCache(args.cache_dir, max_bytes=args.max_bytes, storage_options=args.storage_options)
     console = Console(stderr=True, soft_wrap=True)
     wanted, total = [], 0
@@ -64,7 +68,7 @@ def run_warm(args: argparse.Namespace) -> int:
         wanted.append(ref)
         total += ref.size
     if len(wanted) < len(refs):
-        console.print(f"the run has {sum(r.size for r in refs):,} bytes in {len(refs)} shards; --max-bytes "
+        console.print(f"the run has {sum(r.size for r in refs):,} bytes in {len(refs)} files; --max-bytes "
                       f"{args.max_bytes:,} holds the first {len(wanted)}: warming those", highlight=False)
     cached = [ref for ref in wanted if cache.contains(ref)]
     missing = [ref for ref in wanted if not cache.contains(ref)]
@@ -92,7 +96,9 @@ def run_warm(args: argparse.Namespace) -> int:
             raise
     seconds = time.perf_counter() - started
     rate = f", {need / seconds / 1e6:.1f} MB/s" if need and seconds > 0 else ""
-    print(f"{redact_text(args.url)}: {len(wanted)} shards, {total:,} bytes in {cache.cache_dir} "
+    shards = min(len(wanted), shard_count)
+    tokens = f" and {len(wanted) - shards} Megatron files" if len(wanted) > shards else ""
+    print(f"{redact_text(args.url)}: {shards} shards{tokens}, {total:,} bytes in {cache.cache_dir} "
           f"({len(missing)} downloaded in {seconds:.1f}s{rate}, {len(cached)} already cached)")
     return 0
 
@@ -100,7 +106,9 @@ def run_warm(args: argparse.Namespace) -> int:
 def _add_mount(csub: argparse._SubParsersAction) -> None:
     m = csub.add_parser("mount", help="serve a run read-only at a folder (FUSE), its shards filled from the cache",
                         description="Serve a run read-only at MOUNTPOINT: MOUNTPOINT/manifest.json and "
-                                    "MOUNTPOINT/data/*.parquet (and tiers/<tier>/...), for code that only reads "
+                                    "MOUNTPOINT/data/*.parquet (and tiers/<tier>/...), its Megatron files "
+                                    "megatron/*.bin, *.idx and a data-path.txt naming them under MOUNTPOINT (for "
+                                    "--data-args-path), for code that only reads "
                                     "files. Opening a shard fetches it into the cache (and the next ones ahead "
                                     "of the reader). Runs in the foreground until Ctrl-C or SIGTERM, which unmount.")
     m.add_argument("url", help="a finished run: local folder or fsspec URL (s3://, gs://, http(s)://...)")
@@ -140,7 +148,7 @@ def run_mount(args: argparse.Namespace) -> int:
         logger.setLevel(logging.INFO)
 
     def ready(tree) -> None:
-        print(f"serving {redact_text(args.url)} ({len(tree.shards)} shards, {tree.total_bytes:,} bytes) read-only at "
+        print(f"serving {redact_text(args.url)} ({len(tree.shards)} files, {tree.total_bytes:,} bytes) read-only at "
               f"{mountpoint}, cache {args.cache_dir}; Ctrl-C or SIGTERM unmounts", file=sys.stderr, flush=True)
 
     mount.serve(args.url, mountpoint, args.cache_dir, max_bytes=args.max_bytes,

@@ -68,6 +68,9 @@ def run_summary(run: Any) -> Group:
         f"({_pct(stats['output_records'], stats['input_records'])}): ",
         (f"{dropped:,}", "bold red"), " dropped, ", (f"{stats['quarantined']:,}", "bold yellow"),
         f" quarantined; {len(manifest['shards'])} shard(s), {_size(shard_bytes)}")
+    if stats.get("created"):  # fan-out ops (chunk, qa_extract): rows made beyond one per document
+        head.append(f"\n{stats['created']:,} rows created by ops that make several rows of one document "
+                    f"(kept + dropped + quarantined = input records + created)")
     tiers = manifest.get("tiers")
     if tiers:
         head.append("\ntiers: " + ", ".join(f"{k} {v.get('rows', 0):,}" for k, v in tiers.items()))

@@ -4,14 +4,16 @@ OUTPUT/
   data/part-NNNNN.parquet    kept documents (published shards)
   megatron/part-NNNNN.bin/.idx  with output.megatron: each shard's token ids as a Megatron-LM
                              indexed dataset, and data-path.txt (Megatron's weighted --data-path)
+  sft/part-NNNNN.jsonl       with output.sft_format: each shard's question-answer rows as fine-tuning JSONL
   manifest.json              written last: its presence means the run is complete
   stats.json                 the accounting
   run.json                   the config (credentials removed), its fingerprint and the inputs
   quarantine/*.jsonl         records that could not be read or processed
   rejected/*.parquet         dropped documents with their reason (keep_rejected: true)
-  tiers/<tier>/              with output tiers: each tier's data/, megatron/ and manifest.json (a run of its own
+  tiers/<tier>/              with output tiers: each tier's data/, megatron/, sft/ and manifest.json (a run of its own
                              for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts and completion markers; removed on success
+  llm-cache/                 answers of the LLM server by request (ops that call a model); kept by --fresh
   run.lock                   held by the run in progress (see lock.py); removed when it ends
 """
 from __future__ import annotations
@@ -27,8 +29,11 @@ from ..io.fs import filesystem, join
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
 # half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
 # config finds out what the folder holds.
-OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "quarantine",
+OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "sft", "quarantine",
                "rejected", "run.json")
+# Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
+# asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.
+KEPT_ENTRIES = ("llm-cache",)
 LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held
 
 
@@ -111,7 +116,7 @@ class RunLayout:
         if not self.fs.exists(self.root):
             return []
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
-        return sorted(n for n in names if n not in OWN_ENTRIES and n != LOCK)
+        return sorted(n for n in names if n not in OWN_ENTRIES and n not in KEPT_ENTRIES and n != LOCK)
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
         """The files `manifest` lists (shards, and Megatron .bin/.idx pairs) that are not in the
@@ -120,6 +125,12 @@ class RunLayout:
         if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
             return ["(the manifest's shard list is unreadable)"]
         files = list(shards)
+        sft = manifest.get("sft")
+        if sft is not None:
+            listed_sft = sft.get("files") if isinstance(sft, dict) else None
+            if not isinstance(listed_sft, list) or not all(isinstance(f, dict) for f in listed_sft):
+                return ["(the manifest's sft file list is unreadable)"]
+            files += listed_sft
         megatron = manifest.get("megatron")
         if megatron is not None:
             pairs = megatron.get("files") if isinstance(megatron, dict) else None

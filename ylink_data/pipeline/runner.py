@@ -26,6 +26,7 @@ from .global_phase import GlobalContext
 from .layout import RunLayout
 from .lock import FolderLock, hold_run_folder
 from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
+from .sft import sft_section
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards
@@ -96,6 +97,7 @@ class Runner:
             shards = self._publish(markers[plan.phases[-1].index], plan.megatron)
         # A shard's marker holds its Megatron pair: the manifest lists the pairs apart.
         pairs = [s.pop("megatron") for s in shards if "megatron" in s]
+        sft_files = [s.pop("sft") for s in shards if "sft" in s]  # likewise its fine-tuning JSONL
         total = TaskStats()
         for phase_markers in markers.values():
             for marker in phase_markers.values():
@@ -115,6 +117,8 @@ class Runner:
         if plan.megatron is not None:
             manifest["megatron"], tier_sections = sections(plan.megatron, pairs, self.tiers[1] if self.tiers else [])
             write_data_paths(self.layout, manifest["megatron"], tier_sections)
+        if self.cfg.output.sft_format is not None:
+            manifest["sft"] = sft_section(self.cfg.output.sft_format, sft_files)
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
             manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections)
@@ -137,6 +141,8 @@ class Runner:
             own = {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards}
             if tier in megatron:
                 own["megatron"] = megatron[tier]
+            if "sft" in manifest:
+                own["sft"] = sft_section(manifest["sft"]["format"], manifest["sft"]["files"], prefix)
             write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
@@ -154,7 +160,8 @@ class Runner:
             # Unset output options (megatron: null) are left out: runs from before they existed keep
             # their fingerprint, and so resume or stay complete.
             "output": self.cfg.output.model_dump(exclude={"path"}, exclude_none=True),
-            "stages": [[name, params] for name, params in self.cfg.ops],
+            # Ops may leave out parameters that change no output (an LLM op: its server and key).
+            "stages": [[name, _fingerprint_params(name, params)] for name, params in self.cfg.ops],
         }
         digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
         return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_megatron(self.cfg))
@@ -324,9 +331,10 @@ class Runner:
             groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
             jobs += [(tier, k, group) for k, group in enumerate(groups)]
         existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron)
+        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron, self.cfg.output.sft_format)
                 for i, (tier, k, group) in enumerate(jobs) if i not in existing]
-        label = "publish shards" + (" and Megatron files" if megatron else "")
+        label = "publish shards" + (" and Megatron files" if megatron else "") + (
+            " and SFT JSONL" if self.cfg.output.sft_format else "")
         handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
         from .remote import publish_shard_remote
 
@@ -360,6 +368,11 @@ class Runner:
             self.counter.completed_one()
 
         submit_all(remote, args_list, done, describe)
+
+
+def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    own = getattr(op_class(name), "fingerprint_params", None)
+    return own(params) if own else params
 
 
 def _describe_task(spec: TaskSpec) -> str:

@@ -1,7 +1,10 @@
 """The run's accounting: every input record is kept, dropped with a reason, or quarantined.
 
 Tasks report `TaskStats`; the driver adds them up into `stats.json`:
-  input_records == output_records + sum(all dropped) + quarantined
+  input_records + created == output_records + sum(all dropped) + quarantined
+where `created` counts the rows ops that make several rows of one document (`chunk`, `qa_extract`)
+added beyond the first per document: 0 for pipelines without such ops. Per stage, likewise:
+  in + created == out + sum(dropped) + quarantined
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ class StageStats:
     # the text of the documents made from them)
     bytes_in: int = 0
     bytes_out: int = 0
+    created: int = 0  # rows made beyond one per input row (fan-out ops: chunks, pairs)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "out": self.docs_out,
+        out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "created": self.created, "out": self.docs_out,
                                "dropped": dict(sorted(self.dropped.items())), "quarantined": self.quarantined,
                                "seconds": round(self.seconds, 3), "bytes_in": self.bytes_in,
                                "bytes_out": self.bytes_out}
@@ -38,7 +42,8 @@ class StageStats:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "StageStats":
         return cls(d["name"], d["in"], d["out"], Counter(d.get("dropped", {})), d.get("quarantined", 0),
-                   d.get("seconds", 0.0), Counter(d.get("counters", {})), d.get("bytes_in", 0), d.get("bytes_out", 0))
+                   d.get("seconds", 0.0), Counter(d.get("counters", {})), d.get("bytes_in", 0), d.get("bytes_out", 0),
+                   d.get("created", 0))
 
     def add(self, other: "StageStats") -> None:
         self.docs_in += other.docs_in
@@ -49,6 +54,7 @@ class StageStats:
         self.counters.update(other.counters)
         self.bytes_in += other.bytes_in
         self.bytes_out += other.bytes_out
+        self.created += other.created
 
 
 @dataclass
@@ -85,17 +91,28 @@ def run_stats(total: TaskStats, stage_names: list[str], output_records: int) -> 
     """stats.json: totals plus one entry per stage in pipeline order (`read` first)."""
     stages = [total.stages.get(i, StageStats(name)).to_json() for i, name in enumerate(stage_names)]
     quarantined = sum(s["quarantined"] for s in stages)
-    return {"input_records": total.input_records, "output_records": output_records,
+    created = sum(s["created"] for s in stages)
+    return {"input_records": total.input_records, "created": created, "output_records": output_records,
             "quarantined": quarantined, "input_bytes": total.input_bytes, "stages": stages}
 
 
 def check_invariant(stats: dict[str, Any]) -> str | None:
-    """None if the books balance, else a description of the gap."""
+    """None if the books balance, else a description of the gap: for the run, input records plus the
+    rows fan-out ops created equal the rows kept, dropped and quarantined; for each stage the same
+    with its own in/created/out (a stats.json from before `created` counts 0)."""
     dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
+    created = stats.get("created", 0)
     accounted = stats["output_records"] + dropped + stats["quarantined"]
-    if accounted != stats["input_records"]:
-        return (f"accounting gap: {stats['input_records']} input records but {stats['output_records']} kept "
-                f"+ {dropped} dropped + {stats['quarantined']} quarantined = {accounted}")
+    if accounted != stats["input_records"] + created:
+        return (f"accounting gap: {stats['input_records']} input records + {created} created but "
+                f"{stats['output_records']} kept + {dropped} dropped + {stats['quarantined']} quarantined = {accounted}")
+    for s in stats["stages"]:
+        if s["name"] == "read":  # `in` counts records read, `out` documents: skipped ones are its drops
+            continue
+        made = s.get("created", 0)
+        if s["in"] + made != s["out"] + sum(s["dropped"].values()) + s["quarantined"]:
+            return (f"accounting gap in stage {s['name']}: {s['in']} in + {made} created but {s['out']} out + "
+                    f"{sum(s['dropped'].values())} dropped + {s['quarantined']} quarantined")
     return None
 
 

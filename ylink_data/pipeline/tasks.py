@@ -320,10 +320,16 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
     stage = stats.stage(idx, name)
     started = time.perf_counter()
     stage.bytes_in += text_bytes_of(table)
+    n_in = table.num_rows
     result = op.process(table)
     table = result.table
     n = table.num_rows
-    stage.docs_in += n
+    stage.docs_in += n_in
+    if result.parents is not None:
+        _check_parents(name, result.parents, n_in, n)
+        stage.created += n - n_in  # every input row has at least one row: the rest are new
+    elif n != n_in:
+        raise RuntimeError(f"op {name} returned {n} rows for {n_in} without `parents`: a bug in the op")
     stage.counters.update(result.counters)
     keep = [True] * n
     if result.errors:
@@ -349,6 +355,22 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
     stage.bytes_out += text_bytes_of(table)
     stage.seconds += time.perf_counter() - started
     return table
+
+
+def _check_parents(name: str, parents: list[int], n_in: int, n: int) -> None:
+    """A fan-out op's rows must name their input rows in order and leave none out (BatchResult):
+    otherwise a document would leave the books without a reason."""
+    if len(parents) != n:
+        raise RuntimeError(f"op {name}: {len(parents)} parents for {n} rows: a bug in the op")
+    expected = 0
+    for p in parents:
+        if p not in (expected - 1, expected):
+            raise RuntimeError(f"op {name}: parents must cover input rows 0..{n_in - 1} in order, each at least "
+                               f"once; got row {p} after {expected - 1}: a bug in the op")
+        expected = p + 1
+    if expected != n_in:
+        raise RuntimeError(f"op {name}: input rows {expected}..{n_in - 1} have no row: a bug in the op "
+                           "(a document with nothing to give keeps one row, dropped with a reason)")
 
 
 def _add_keys(op: GlobalOp, ref: StageRef, table: pa.Table) -> pa.Table:

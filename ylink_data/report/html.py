@@ -115,9 +115,15 @@ def _summary(d: ReportData) -> str:
             _kpi(f"{len(d.manifest.get('shards', []))}", "shards")]
     parts = ["".join(kpis)]
     if s["input_records"]:
-        parts.append(_note(f"{s['output_records'] / s['input_records']:.1%} of input records kept. Books: "
-                           f"{s['input_records']:,} in = {s['output_records']:,} kept + {dropped:,} dropped + "
-                           f"{s.get('quarantined', 0):,} quarantined."))
+        created = s.get("created", 0)
+        if created:  # fan-out ops (chunk, qa_extract) make several rows of one document
+            parts.append(_note(f"Books: {s['input_records']:,} in + {created:,} created by ops that make several "
+                               f"rows of one document = {s['output_records']:,} kept + {dropped:,} dropped + "
+                               f"{s.get('quarantined', 0):,} quarantined."))
+        else:
+            parts.append(_note(f"{s['output_records'] / s['input_records']:.1%} of input records kept. Books: "
+                               f"{s['input_records']:,} in = {s['output_records']:,} kept + {dropped:,} dropped + "
+                               f"{s.get('quarantined', 0):,} quarantined."))
     tiers = d.manifest.get("tiers")
     if tiers:
         parts.append("<h3>Output tiers</h3>" + _table(["tier", "folder", "documents"],
@@ -127,11 +133,13 @@ def _summary(d: ReportData) -> str:
 
 def _funnel(d: ReportData) -> str:
     rows = []
+    fan_out = any(st.created for st in d.stages)  # a "created" column only where an op made rows
     for st in d.stages:
         top = max(st.dropped.items(), key=lambda kv: kv[1])[0] if st.dropped else None
-        rows.append([st.name, st.docs_in, st.docs_out, sum(st.dropped.values()), st.quarantined, top,
-                     _bytes(st.bytes_out)])
-    table = _table(["stage", "in", "out", "dropped", "quarantined", "main reason", "text bytes out"], rows)
+        rows.append([st.name, st.docs_in, *([st.created] if fan_out else []), st.docs_out,
+                     sum(st.dropped.values()), st.quarantined, top, _bytes(st.bytes_out)])
+    table = _table(["stage", "in", *(["created"] if fan_out else []), "out", "dropped", "quarantined",
+                    "main reason", "text bytes out"], rows)
     return _section("funnel", plots.funnel(d), table, _note(d.bytes_note))
 
 

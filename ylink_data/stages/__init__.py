@@ -15,7 +15,8 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from ..config import did_you_mean, format_loc
 from ..errors import ConfigError
-from .base import BatchResult, Document, DocumentFilter, DocumentMapper, GlobalOp, MapOp, Op
+from .base import (BatchResult, Document, DocumentFilter, DocumentMapper, DocumentSplitter, GlobalOp, MapOp, Op,  # noqa: F401 -- the shapes an op module imports from here
+                   fan_out)
 
 REGISTRY: dict[str, type[Op]] = {}
 

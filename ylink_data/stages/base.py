@@ -55,12 +55,20 @@ class Document:
 class BatchResult:
     """An op's verdict on a batch: `table` has the same rows as the input (columns may be changed or
     added); `dropped[i]` is a reason to drop row i (None keeps it); `errors[i]` quarantines row i
-    (a message starting with "timeout" is quarantined with reason `timeout`, others with `error`)."""
+    (a message starting with "timeout" is quarantined with reason `timeout`, others with `error`).
+
+    Fan-out (one document -> several rows: chunks, question-answer pairs): `parents[j]` is the input
+    row that row j of `table` came from, in input order, and every input row has at least one row
+    (`fan_out` builds such a table). An input row that yields nothing keeps one row of its own, with
+    a reason in `dropped` or an error in `errors`, so nothing leaves the books unexplained;
+    `dropped` and `errors` are indexed by the rows of `table`, as without fan-out. The rows beyond
+    the first per input row are counted as `created` in stats.json."""
 
     table: pa.Table
     dropped: list[str | None] | None = None
     errors: list[str | None] | None = None
     counters: dict[str, int] = field(default_factory=dict)
+    parents: list[int] | None = None  # None: row i of `table` is input row i
 
 
 class Op:
@@ -198,6 +206,88 @@ class DocumentMapper(PerDocumentOp):
         dropped = [None if isinstance(v, Document) else self._reason(v) for v in verdicts]
         return BatchResult(with_documents(table, out), dropped=dropped, errors=errors if any(errors) else None,
                            counters=self.counters())
+
+
+class DocumentSplitter(PerDocumentOp):
+    """An op that makes several rows of one document, written one document at a time. `split`
+    returns a list of new rows (dicts of column values: `text` and the op's `columns`; the other
+    document fields are inherited from the document, `metadata` unless given), or a reason string /
+    None / an empty list to drop the document. The new rows get ids `<document id>#<k>`."""
+
+    columns: ClassVar[dict[str, pa.DataType]] = {}  # columns the op adds (null on dropped documents)
+
+    def split(self, doc: Document, *arguments: Any) -> list[dict[str, Any]] | str | None:
+        raise NotImplementedError
+
+    def process(self, table: pa.Table) -> BatchResult:
+        _, verdicts, errors = self.each_document(table, self.split)
+        children: list[list[dict[str, Any]] | None] = []
+        dropped: list[str | None] = []
+        row_errors: list[str | None] = []
+        for verdict, error in zip(verdicts, errors):
+            if error is None and isinstance(verdict, list) and verdict:
+                children.append(verdict)
+                dropped += [None] * len(verdict)
+                row_errors += [None] * len(verdict)
+            else:  # the document keeps one row, dropped or quarantined
+                children.append(None)
+                dropped.append(None if error else self._reason(verdict or None))
+                row_errors.append(error)
+        out, parents = fan_out(table, children, self.columns)
+        return BatchResult(out, dropped=dropped, errors=row_errors if any(row_errors) else None,
+                           counters=self.counters(), parents=parents)
+
+
+def fan_out(table: pa.Table, children: list[list[dict[str, Any]] | None],
+            columns: dict[str, pa.DataType]) -> tuple[pa.Table, list[int]]:
+    """(rows, parents) for `BatchResult`: for each input row i, `children[i]` is a list of new rows
+    or None to keep row i itself (for a drop or an error). A new row copies its input row's fields
+    (`source`, `url`, `lang`, ...) except those it gives, and gets the id `<parent id>#<k>` (k: its
+    position among its parent's rows), so ids stay unique and the same on every rerun. `columns`
+    are the op's new columns, appended in this order (null where a row does not give them)."""
+    parents: list[int] = []
+    kept_whole: list[bool] = []
+    given: list[dict[str, Any]] = []
+    for i, rows in enumerate(children):
+        if rows is None:
+            parents.append(i)
+            kept_whole.append(True)
+            given.append({})
+            continue
+        for row in rows:
+            parents.append(i)
+            kept_whole.append(False)
+            given.append(row)
+    out = table.take(pa.array(parents, pa.int64()))
+    ids = out.column("id").to_pylist()
+    k, previous = 0, -1
+    for j, (parent, whole) in enumerate(zip(parents, kept_whole)):
+        k = k + 1 if parent == previous else 0
+        previous = parent
+        if not whole:
+            ids[j] = f"{ids[j]}#{k}"
+    out = out.set_column(out.schema.get_field_index("id"), out.schema.field("id"), pa.array(ids, pa.string()))
+    unknown = {key for row in given for key in row} - set(out.column_names) - set(columns)
+    if unknown:  # a bug in the op: say which column it forgot to declare
+        raise ValueError(f"fan_out: rows give columns {sorted(unknown)} that are neither document fields nor "
+                         f"declared in the op's columns {sorted(columns)}")
+    for name in {key for row in given for key in row if key in out.column_names}:
+        values = out.column(name).to_pylist()
+        for j, row in enumerate(given):
+            if name in row:
+                value = row[name]
+                if name == "metadata" and not isinstance(value, str | None):
+                    value = json.dumps(value, ensure_ascii=False, default=str) if value else None
+                values[j] = value
+        index = out.schema.get_field_index(name)
+        out = out.set_column(index, out.schema.field(name), pa.array(values, out.schema.field(name).type))
+    for name, dtype in columns.items():
+        array = pa.array([row.get(name) for row in given], dtype)
+        if name in out.column_names:
+            out = out.set_column(out.schema.get_field_index(name), name, array)
+        else:
+            out = out.append_column(name, array)
+    return out, parents
 
 
 class GlobalOp(Op):

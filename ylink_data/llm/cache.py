@@ -1,0 +1,69 @@
+"""The response cache: every answer a server gave, kept by what was asked, so that a resumed or
+rerun pipeline never pays for the same request twice.
+
+Content-addressed: an entry's name is the sha256 of (model, messages, parameters that change an
+answer) in canonical JSON, `<dir>/<first 2 hex>/<sha256>.json`. The server's address, the key and
+the concurrency are not in it (llm/config.py `ANSWER_KEYS`): the same model asked the same thing
+answers alike wherever it runs. An entry is written atomically (a temporary name then a rename
+locally; object stores publish an upload whole), so Ray workers sharing the folder, even asking
+the same thing at the same moment, never read half an entry: two writers write the same request's
+answer and either one wins. Nothing in an entry names the server or holds a credential.
+
+Only answers the server gave (HTTP 200) are kept, parseable or not: an answer an op cannot use is
+quarantined again on a rerun, for free. Delete the folder, or set `llm.cache: false`, to ask again;
+a different `seed` or `temperature` is a different key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..io.fs import atomic_write, filesystem, join
+
+FORMAT = 1  # in every entry and in the key: a change of layout never reads old entries wrongly
+
+
+@dataclass
+class CachedAnswer:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def request_key(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    """sha256 of the request as canonical JSON (sorted keys, no whitespace, UTF-8)."""
+    body = {"format": FORMAT, "model": model, "messages": messages, "params": params}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ResponseCache:
+    """Entries under one folder (any fsspec URL); `get` and `put` are safe from many threads and
+    processes at once."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        self.url = url
+        self.fs, self.root = filesystem(url, storage_options or {})
+
+    def _path(self, key: str) -> str:
+        return join(self.root, key[:2], f"{key}.json")
+
+    def get(self, key: str) -> CachedAnswer | None:
+        try:
+            entry = json.loads(self.fs.cat_file(self._path(key)))
+        except FileNotFoundError:
+            return None
+        except ValueError:  # not JSON: a foreign or damaged file is asked again, and overwritten
+            return None
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+            return None
+        return CachedAnswer(entry["text"], entry.get("finish_reason"), int(entry.get("prompt_tokens", 0)),
+                            int(entry.get("completion_tokens", 0)))
+
+    def put(self, key: str, answer: CachedAnswer) -> None:
+        data = json.dumps({"format": FORMAT, **asdict(answer)}, ensure_ascii=False).encode()
+        with atomic_write(self.fs, self._path(key)) as f:
+            f.write(data)
