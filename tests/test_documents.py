@@ -301,3 +301,20 @@ def test_document_input_options_are_checked_with_their_key(tmp_path):
     with pytest.raises(ConfigError, match=r"input.format: Input should be .*'pdf', 'docx', 'pptx' or 'markdown'"):
         validate_config({**base, "input": {"paths": [str(DOCS)], "format": "doc"}})
     assert validate_config({**base, "input": {"paths": [str(DOCS)], "format": "pptx", "ocr": True}}).input.ocr
+
+
+def test_chunks_of_a_pdf_name_the_pages_they_come_from(ray_session, tmp_path):
+    """The readers' page offsets carried through `chunk`: each chunk's page range holds the pages
+    whose own text (PDFium's, page by page) its words come from."""
+    pdf = DOCS / "multi_page.pdf"
+    cfg = {"name": "chunks", "input": {"paths": [str(pdf)]}, "output": {"path": str(tmp_path / "out")},
+           "stages": [{"chunk": {"size": 800, "overlap": 0}}]}
+    ylink_data.run(cfg)
+    rows = sorted(ylink_data.open_run(str(tmp_path / "out")).to_arrow().to_pylist(), key=lambda r: r["chunk_index"])
+    pages = [set(tokens(page.get_textpage().get_text_range())) for page in pdfium.PdfDocument(str(pdf))]
+    assert len(rows) > 5 and rows[0]["page_start"] == 1 and rows[-1]["page_end"] == len(pages) == 5
+    for row in rows:
+        words = set(tokens(row["text"]))
+        spanned = set().union(*pages[row["page_start"] - 1:row["page_end"]])
+        assert words <= spanned, (row["chunk_index"], words - spanned)
+        assert row["page_start"] == 1 or not words <= set().union(*pages[:row["page_start"] - 1])
