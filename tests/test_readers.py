@@ -238,14 +238,19 @@ def test_html_file_is_one_document(tmp_path):
     ("https://host/path/page.htm?x=1.zip", ("html", None)),
     ("s3://bucket/dir.d/README", (None, None)),
     ("archive.tar.gz", (None, "gzip")),
+    ("Report.PDF", ("pdf", None)),
+    ("https://host/a/deck.pptx?download=1", ("pptx", None)),
+    ("letter.docx", ("docx", None)),
+    ("README.md", ("markdown", None)),
+    ("notes.markdown.gz", ("markdown", "gzip")),
 ])
 def test_split_extension(name, expected):
     assert split_extension(name) == expected
 
 
 def test_unknown_extension_is_an_input_error_naming_the_file(tmp_path):
-    path = tmp_path / "report.docx"
-    path.write_bytes(b"PK\x03\x04")
+    path = tmp_path / "report.xyz"
+    path.write_bytes(b"PK\x03\x04")  # a ZIP header but no ZIP: not sniffed as a DOCX/PPTX
     files = [InputFile(str(path), 4)]
     with pytest.raises(InputError, match=re.escape(str(path))):
         plan_splits(files, InputConfig(paths=[str(path)]), no_options)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, YlinkError
@@ -48,7 +48,8 @@ def _not_blank(what: str) -> AfterValidator:
 
 class InputConfig(_Strict):
     paths: list[Annotated[str, _not_blank("a file, folder, glob or URL")]] = Field(min_length=1)
-    format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html"] = "auto"
+    format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html", "pdf", "docx", "pptx",
+                    "markdown"] = "auto"
     # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
     text_field: str | None = None
     # The url field, dotted for nested ones; null tries url, then metadata.url.
@@ -61,6 +62,10 @@ class InputConfig(_Strict):
     split_bytes: int = Field(256 * MiB, gt=0)
     # A record (WARC record, JSONL line, text/HTML file) above this size is quarantined, not read.
     max_record_bytes: int = Field(32 * MiB, gt=0)
+    # PDF pages without a usable text layer: quarantined as `needs_ocr` (false), or read by the
+    # `tesseract` binary (true) in these Tesseract languages ('+'-joined, `tesseract --list-langs`).
+    ocr: bool = False
+    ocr_languages: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")] = "eng+chi_sim"
 
     @field_validator("paths", mode="before")
     @classmethod

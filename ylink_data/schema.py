@@ -19,6 +19,10 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("lang_score", pa.float32()),
         # Format-specific facts (WARC headers, extra JSONL fields...) as a JSON object string:
         # portable across Parquet readers and pandas, unlike a map or struct of unknown shape.
+        # Documents (PDF, DOCX, PPTX, Markdown; io/readers/document.py) carry `content_type`,
+        # `title`, and for PDF and PPTX `pages` (page or slide count) and `page_offsets` (the
+        # character offset in `text` where each page or slide begins), so that a chunk of the
+        # text can name its pages; `url` is the file's path or URL.
         pa.field("metadata", pa.string()),
     ]
 )

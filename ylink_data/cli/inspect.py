@@ -183,7 +183,7 @@ def _documents_of_files(path: str) -> Iterator[dict[str, Any] | str]:
                         yield {"id": f"{source}@{item.offset}", "url": item.url, "text": item.decoded(),
                                "source": source, "metadata": json.dumps(item.metadata)}
                     elif isinstance(item, Bad):
-                        yield f"{source}: unreadable at offset {item.offset} (quarantined in a run): {item.error}"
+                        yield f"{source}: {item.reason} at offset {item.offset} (quarantined in a run): {item.error}"
 
 
 def _has_documents(url: str) -> bool:

@@ -208,7 +208,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
             elif isinstance(item, Bad):
                 read.quarantined += 1
                 out.quarantine({"file": source, "offset": item.offset, "stage": "read",
-                                "reason": "unreadable", "error": item.error})
+                                "reason": item.reason, "error": item.error})
         read.seconds += time.perf_counter() - started
     if cols["id"]:
         table = _document_table(cols)

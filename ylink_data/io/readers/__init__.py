@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import zipfile
 from typing import IO, Any, Iterator
 
 import fsspec.compression
@@ -15,7 +16,7 @@ import fsspec.spec
 from ...config import InputConfig
 from ...errors import InputError
 from ..fs import InputFile, filesystem
-from .base import Bad, Record, Skip, Split
+from .base import Bad, Record, Skip, Split, read_whole
 from .jsonl import read_jsonl
 from .parquet import read_parquet, row_group_count
 from .text import read_html, read_text
@@ -30,7 +31,10 @@ _FORMATS = {
     ".parquet": "parquet", ".pq": "parquet",
     ".txt": "text", ".text": "text",
     ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".md": "markdown", ".markdown": "markdown",
 }
+# One document per file, read whole (document.py): the file's path or URL is the document's `url`.
+DOCUMENT_FORMATS = ("pdf", "docx", "pptx", "markdown")
 
 
 def split_extension(url: str) -> tuple[str | None, str | None]:
@@ -50,9 +54,15 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
         fmt, compression = split_extension(file.url)
         if cfg.format != "auto":
             fmt = cfg.format
+        if fmt is None and compression is None:
+            fmt = sniff_format(file.url, storage_options_for(file.url))
         if fmt is None:
-            raise InputError(f"cannot tell the format of {file.url} from its name; set input.format "
-                             f"(warc, wet, jsonl, parquet, text or html)")
+            raise InputError(f"cannot tell the format of {file.url} from its name or first bytes; set "
+                             f"input.format (warc, wet, jsonl, parquet, text, html, pdf, docx, pptx or markdown)")
+        if fmt == "pdf" and cfg.ocr:
+            from .ocr import tesseract
+
+            tesseract()  # a missing binary is a config error now, not a failed task later
         if cfg.chat and fmt not in ("jsonl", "parquet"):
             raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
                              f"remove it from input.paths or set input.chat: false")
@@ -78,6 +88,28 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
         else:
             splits.append(Split(file.url, fmt, size, 0, None, compression))
     return splits
+
+
+def sniff_format(url: str, storage_options: dict[str, Any]) -> str | None:
+    """pdf / docx / pptx from a file's first bytes (`%PDF-`; a ZIP holding word/ or ppt/), for
+    files whose name says nothing (e.g. a URL without an extension); None otherwise."""
+    fs, path = filesystem(url, storage_options)
+    with fs.open(path, "rb") as f:
+        head = f.read(1024)
+        if b"%PDF-" in head:
+            return "pdf"
+        if not head.startswith(b"PK\x03\x04"):
+            return None
+        f.seek(0)
+        try:
+            names = zipfile.ZipFile(f).namelist()
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return None
+    if any(n.startswith("word/") for n in names):
+        return "docx"
+    if any(n.startswith("ppt/") for n in names):
+        return "pptx"
+    return None
 
 
 def _byte_ranges(size: int | None, step: int) -> list[tuple[int, int | None]]:
@@ -179,7 +211,36 @@ def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record 
         return read_text(split, f, cfg.max_record_bytes)
     if split.format == "html":
         return read_html(split, f, cfg.max_record_bytes)
+    if split.format in DOCUMENT_FORMATS:
+        return _read_document(split, f, cfg)
     raise InputError(f"no reader for format {split.format!r}")
+
+
+def _read_document(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:
+    data = read_whole(f, cfg.max_record_bytes)
+    if isinstance(data, Bad):
+        yield data
+        return
+    if not data:  # a zero-byte file is no document of any format (an interrupted copy, usually)
+        yield Bad(0, f"empty file (0 bytes), not a {split.format} document; remove it or copy it again")
+        return
+    # Imported here: a web-crawl pipeline never loads PDFium, python-docx or python-pptx.
+    if split.format == "pdf":
+        from .pdf import read_pdf
+
+        yield from read_pdf(split, data, cfg.ocr, cfg.ocr_languages)
+    elif split.format == "docx":
+        from .docx import read_docx
+
+        yield from read_docx(split, data)
+    elif split.format == "pptx":
+        from .pptx import read_pptx
+
+        yield from read_pptx(split, data)
+    else:
+        from .markdown import read_markdown
+
+        yield from read_markdown(split, data)
 
 
 __all__ = ["Split", "Record", "Skip", "Bad", "plan_splits", "group_splits", "open_split", "read_split",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import lzma
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import zstandard
 
@@ -51,6 +51,9 @@ class Skip:
 class Bad:
     offset: int
     error: str
+    # The quarantine entry's reason: `unreadable`, or a more telling one where the reader knows it
+    # (the document readers' `encrypted` and `needs_ocr`).
+    reason: str = "unreadable"
 
 
 # What a damaged compressed stream raises (gzip: EOFError, zlib.error, BadGzipFile; bz2: OSError;
@@ -82,3 +85,16 @@ def describe_error(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[:200])
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def read_whole(f: IO[bytes], max_record_bytes: int) -> bytes | Bad:
+    """The file's bytes, or why it cannot be one document."""
+    try:
+        data = f.read(max_record_bytes + 1)
+    except DECOMPRESSION_ERRORS as exc:
+        if is_io_failure(exc):
+            raise
+        return Bad(0, f"compressed file is truncated or corrupt: {describe_error(exc)}")
+    if len(data) > max_record_bytes:
+        return Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+    return data

@@ -4,39 +4,33 @@ from __future__ import annotations
 from typing import IO, Iterator
 
 from ..charset import decode_html
-from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
-
-
-def _read_whole(f: IO[bytes], max_record_bytes: int) -> bytes | Bad:
-    """The file's bytes, or why it cannot be one document."""
-    try:
-        data = f.read(max_record_bytes + 1)
-    except DECOMPRESSION_ERRORS as exc:
-        if is_io_failure(exc):
-            raise
-        return Bad(0, f"compressed file is truncated or corrupt: {describe_error(exc)}")
-    if len(data) > max_record_bytes:
-        return Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
-    return data
+from .base import Bad, Record, Skip, Split, read_whole
 
 
 def read_text(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
-    data = _read_whole(f, max_record_bytes)
+    data = read_whole(f, max_record_bytes)
     if isinstance(data, Bad):
         yield data
         return
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        yield Bad(exc.start, f"invalid UTF-8 at byte {exc.start}; convert the file to UTF-8")
+    text = decode_utf8(data)
+    if isinstance(text, Bad):
+        yield text
         return
     yield Record(0, text, None, {"content_type": "text/plain"}) if text.strip() else Skip(0, "empty")
 
 
+def decode_utf8(data: bytes) -> str | Bad:
+    """A text file's bytes as a str (a UTF-8 byte order mark dropped), or why they are not UTF-8."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Bad(exc.start, f"invalid UTF-8 at byte {exc.start}; convert the file to UTF-8")
+
+
 def read_html(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:
-    data = _read_whole(f, max_record_bytes)
+    data = read_whole(f, max_record_bytes)
     if isinstance(data, Bad):
         yield data
         return

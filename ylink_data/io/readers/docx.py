@@ -1,0 +1,163 @@
+"""Word (.docx) files through python-docx: one Markdown document per file.
+
+The body is walked in document order (paragraphs, tables, and the paragraphs and tables inside
+content controls). Headings come from paragraph styles (`Title`, `Heading N`), list items from
+numbering or list styles (indented by level, with Word's own labels: wordlists.py), tables become pipe tables
+(a merged cell's text repeated in each column it spans, as python-docx reports it). A paragraph's
+text is every text run in it, including text boxes, hyperlinks and equations (OMML `m:t`), which
+python-docx's `Paragraph.text` leaves out. Word has no stored page breaks, so there are no pages.
+"""
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from typing import Iterator
+
+import docx
+from docx.oxml.ns import qn
+from docx.table import Table
+from lxml import etree
+
+from .base import Bad, Record, Skip, Split
+from .document import DOCX, UNREADABLE, document, first_heading, table
+from .wordlists import WordLists
+
+_STRICT = re.compile(rb"http://purl\.oclc\.org/ooxml/(\w+)/(\w+)")
+_M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+_HEADING = re.compile(r"^(?:heading|überschrift|titre|título|标题)\s*(\d)$", re.I)
+_P, _TBL, _SDT = qn("w:p"), qn("w:tbl"), qn("w:sdt")
+_TEXTS, _BREAKS, _TAB, _TXBX = {qn("w:t"), _M + "t"}, {qn("w:br"), qn("w:cr")}, qn("w:tab"), qn("w:txbxContent")
+
+
+def read_docx(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:
+    try:
+        doc = docx.Document(io.BytesIO(_transitional(data)))
+    except (zipfile.BadZipFile, KeyError, ValueError, etree.XMLSyntaxError) as exc:
+        yield Bad(0, f"not a readable .docx (corrupt, truncated or another format: {type(exc).__name__}: "
+                     f"{' '.join(str(exc).split())[:150]})", UNREADABLE)
+        return
+    numbered = WordLists.of(doc)
+    blocks = list(_blocks(doc, doc.element.body, numbered))
+    markdown = "\n\n".join(b for b in blocks if b)
+    markdown = re.sub(r"(?m)^((?:\s*)(?:- |\d+\. ).*)\n\n(?=\s*(?:- |\d+\. ))", r"\1\n", markdown)
+    if not markdown.strip():
+        yield Skip(0, "empty")
+        return
+    title = (doc.core_properties.title or "").strip() or first_heading(markdown)
+    yield document(split, [markdown], DOCX, title, paged=False)
+
+
+def _transitional(data: bytes) -> bytes:
+    """A Strict OOXML file (ISO 29500 Strict, purl.oclc.org namespaces) rewritten with the
+    Transitional namespaces python-docx knows; the two differ in these names, not in structure,
+    for everything read here. Other files are returned as they are."""
+    if b"purl.oclc.org/ooxml" not in data and not _zip_mentions(data, b"purl.oclc.org/ooxml"):
+        return data
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            part = src.read(info)
+            if info.filename.endswith((".xml", ".rels")):
+                part = _STRICT.sub(rb"http://schemas.openxmlformats.org/\1/2006/\2", part)
+            dst.writestr(info, part)
+    return out.getvalue()
+
+
+def _zip_mentions(data: bytes, needle: bytes) -> bool:
+    """Whether the package's relationships (compressed, so not visible in `data`) name `needle`."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return needle in z.read("_rels/.rels")
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError):
+        return False
+
+
+def _blocks(doc, parent, numbered: WordLists) -> Iterator[str]:
+    for child in parent.iterchildren():
+        if child.tag == _P:
+            boxes: list = []
+            yield _paragraph(doc, child, numbered, boxes)
+            for box in boxes:  # text boxes anchored in the paragraph, as their own blocks after it
+                yield from _blocks(doc, box, numbered)
+        elif child.tag == _TBL:
+            yield _table(Table(child, doc))
+        elif child.tag == _SDT:
+            content = child.find(qn("w:sdtContent"))
+            if content is not None:
+                yield from _blocks(doc, content, numbered)
+
+
+def _text(el, boxes: list | None = None) -> str:
+    """The text of a paragraph's runs. Text boxes go to `boxes` (or are skipped), and the VML
+    fallback copy Word keeps of each drawing (mc:Fallback) is left out: it repeats the text."""
+    out = []
+    for child in el.iterchildren():
+        tag = child.tag
+        if tag in _TEXTS:
+            out.append(child.text or "")
+        elif tag == _TAB:
+            out.append("\t")
+        elif tag in _BREAKS:
+            out.append("\n")
+        elif tag == _TXBX:
+            if boxes is not None:
+                boxes.append(child)
+        elif tag != _FALLBACK and isinstance(tag, str):
+            out.append(_text(child, boxes))
+    return "".join(out)
+
+
+def _paragraph(doc, p, numbered: WordLists, boxes: list) -> str:
+    text = " ".join(_text(p, boxes).split())
+    if not text:
+        return ""
+    style = _style_name(doc, p)
+    if style == "title":
+        return "# " + text
+    m = _HEADING.match(style)
+    if m:
+        return "#" * min(int(m.group(1)) + 1, 6) + " " + text
+    num = p.find(f"{qn('w:pPr')}/{qn('w:numPr')}")
+    if num is not None or style.startswith("list"):
+        level = _attr_int(num, "w:ilvl") if num is not None else 0
+        num_id = str(_attr_int(num, "w:numId")) if num is not None else ""
+        label = numbered.label(num_id, level) if num is not None else ("1." if "number" in style else None)
+        if label is None:
+            return "    " * level + "- " + text
+        # "3." or "3" is a Markdown list item; other labels ("1.2.", "b)") stay as text of a bullet.
+        plain = re.fullmatch(r"(\d+)\.?", label)
+        return "    " * level + (f"{plain.group(1)}. " if plain else f"- {label} ") + text
+    return text
+
+
+def _style_name(doc, p) -> str:
+    style = p.find(f"{qn('w:pPr')}/{qn('w:pStyle')}")
+    if style is None:
+        return ""
+    style_id = style.get(qn("w:val"))
+    try:
+        found = doc.styles.element.get_by_id(style_id)
+        name = found.name_val if found is not None else style_id
+    except (KeyError, AttributeError):
+        name = style_id
+    return (name or "").lower()
+
+
+def _attr_int(el, child: str) -> int:
+    node = el.find(qn(child)) if el is not None else None
+    try:
+        return int(node.get(qn("w:val"))) if node is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _table(t: Table) -> str:
+    rows = []
+    for row in t.rows:
+        cells = []
+        for cell in row.cells:
+            cells.append(" ".join(_text(p) for p in cell._tc.iter(_P)))
+        rows.append(cells)
+    return table(rows)
