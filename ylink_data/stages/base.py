@@ -268,7 +268,8 @@ def fan_out(table: pa.Table, children: list[list[dict[str, Any]] | None],
     or None to keep row i itself (for a drop or an error). A new row copies its input row's fields
     (`source`, `url`, `lang`, ...) except those it gives, and gets the id `<parent id>#<k>` (k: its
     position among its parent's rows), so ids stay unique and the same on every rerun. `columns`
-    are the op's new columns, appended in this order (null where a row does not give them)."""
+    are the op's new columns, appended in this order (null where a row does not give them; where
+    the table has one already, a row that does not give it keeps its value)."""
     parents: list[int] = []
     kept_whole: list[bool] = []
     given: list[dict[str, Any]] = []
@@ -306,11 +307,12 @@ def fan_out(table: pa.Table, children: list[list[dict[str, Any]] | None],
         index = out.schema.get_field_index(name)
         out = out.set_column(index, out.schema.field(name), pa.array(values, out.schema.field(name).type))
     for name, dtype in columns.items():
-        array = pa.array([row.get(name) for row in given], dtype)
-        if name in out.column_names:
+        if name in out.column_names:  # a row that does not give it keeps its own (a pair passed through)
+            values = out.column(name).to_pylist()
+            array = pa.array([row[name] if name in row else v for row, v in zip(given, values)], dtype)
             out = out.set_column(out.schema.get_field_index(name), name, array)
         else:
-            out = out.append_column(name, array)
+            out = out.append_column(name, pa.array([row.get(name) for row in given], dtype))
     return out, parents
 
 
