@@ -93,6 +93,11 @@ class OutputConfig(_Strict):
     megatron: MegatronOutputConfig | None = None
     # Question-answer rows (qa_extract, qa_generate) also as fine-tuning JSONL, OUTPUT/sft/part-NNNNN.jsonl
     sft_format: Literal["alpaca", "sharegpt", "messages"] | None = None
+    # Rows of `preference_pairs` as TRL's preference JSONL (DPOTrainer, RewardTrainer), OUTPUT/preference/,
+    # and prompts (`prompt`, `instruction` or `question`) as TRL's prompt-only JSONL (PPO), OUTPUT/prompts/:
+    # plain strings (standard) or message lists (conversational), io/preference.py
+    preference_format: Literal["standard", "conversational"] | None = None
+    prompts_format: Literal["standard", "conversational"] | None = None
 
 
 class RayConfig(_Strict):
