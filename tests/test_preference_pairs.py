@@ -6,11 +6,13 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from pathlib import Path
 
 import fsspec
 import pyarrow as pa
 import pytest
 
+from tests.llmserver import LLMServer
 from tests.test_judge import responses_table, seed_rows
 from ylink_data.io.preference import write_preference_jsonl, write_prompts_jsonl
 from ylink_data.pipeline.tasks import whole_groups
@@ -130,3 +132,24 @@ def test_jsonl_in_trl_layout(shared_data, tmp_path, fmt):
     assert all(data_utils.is_conversational(e) == (fmt == "conversational") for e in prompt_set)
     lines = (tmp_path / entry["path"]).read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in lines] == list(loaded)
+
+
+def test_datagen_pipeline_validates_without_calling_a_model(monkeypatch, capsys):
+    """`ylink validate pipelines/datagen.yaml` checks the whole config, the judge's own `llm:`
+    included, and sends no request: the server behind YLINK_LLM_BASE_URL hears nothing."""
+    from ylink_data.cli import main
+    from ylink_data.stages import op_class
+
+    try:
+        op_class("respond"), op_class("instruct_generate")
+    except KeyError:
+        pytest.skip("needs the DataGen ops of branch gen (instruct_generate, respond)")
+    pipeline = str(Path(__file__).resolve().parent.parent / "pipelines" / "datagen.yaml")
+    with LLMServer() as server:
+        monkeypatch.setenv("YLINK_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("YLINK_LLM_MODEL", "ylink-test")
+        assert main(["validate", pipeline]) == 0
+        assert server.requests == 0
+    monkeypatch.delenv("YLINK_LLM_BASE_URL")
+    assert main(["validate", pipeline]) != 0
+    assert "base_url" in capsys.readouterr().err
