@@ -150,6 +150,20 @@ def test_datagen_pipeline_validates_without_calling_a_model(monkeypatch, capsys)
         monkeypatch.setenv("YLINK_LLM_MODEL", "ylink-test")
         assert main(["validate", pipeline]) == 0
         assert server.requests == 0
-    monkeypatch.delenv("YLINK_LLM_BASE_URL")
+    monkeypatch.setenv("YLINK_LLM_BASE_URL", "localhost:8000")  # no scheme: the key is named
     assert main(["validate", pipeline]) != 0
-    assert "base_url" in capsys.readouterr().err
+    assert "base_url must be an http:// or https:// URL" in capsys.readouterr().err
+
+
+def test_env_default_in_config(monkeypatch, tmp_path):
+    """`${VAR:-default}`: the default when VAR is unset or empty, VAR's value (masked) otherwise."""
+    from ylink_data.config import load_config
+
+    cfg = {"input": {"paths": [str(tmp_path)]}, "output": {"path": str(tmp_path / "out")},
+           "llm": {"base_url": "${YLINK_TEST_URL:-http://127.0.0.1:9/v1}", "model": "m"}, "stages": []}
+    monkeypatch.delenv("YLINK_TEST_URL", raising=False)
+    assert load_config(cfg).llm.base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("YLINK_TEST_URL", "http://judge.internal:8000/v1")
+    loaded = load_config(cfg)
+    assert loaded.llm.base_url == "http://judge.internal:8000/v1"
+    assert "judge.internal" not in str(loaded.redact(loaded.model_dump()))

@@ -388,7 +388,9 @@ def _list_index(node: list, part: str, where: str, source: str | None) -> int:
     return int(part)
 
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# `${VAR}`, or `${VAR:-default}` as in the shell: the default when VAR is unset or empty (written in
+# the YAML, so no credential: a local server's address that `ylink validate` can check).
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def _expand_op_llm(item: Any, env: "_EnvExpansion") -> Any:
@@ -447,7 +449,8 @@ class _EnvExpansion:
         found = os.environ.get(match.group(1), "")
         if found:
             self.values.add(found)
-        return found
+            return found
+        return match.group(2) or ""
 
 
 # ----------------------------------------------------------------------------- error messages
