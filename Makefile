@@ -17,10 +17,11 @@ $(BIN)/ylink: pyproject.toml
 
 # The tests also exercise the PyTorch dataset: torch's CPU build (pinned: a looser pin pulls a
 # CUDA build of several GB) and torchdata's StatefulDataLoader; megatron-core (after torch, for the
-# same reason) reads the Megatron files a run writes with Megatron's own IndexedDataset.
+# same reason) reads the Megatron files a run writes with Megatron's own IndexedDataset, and TRL with
+# datasets (TRL needs accelerate, which needs torch) checks the preference JSONL as trainers read it.
 $(VENV)/.torch: $(BIN)/ylink
 	$(BIN)/python -m pip install --quiet "torch==2.13.0" "torchdata==0.11.0"
-	$(BIN)/python -m pip install --quiet "megatron-core==0.16.1"
+	$(BIN)/python -m pip install --quiet "megatron-core==0.16.1" "trl>=1.16" "datasets>=5.2"
 	touch $@
 
 install: $(BIN)/ylink

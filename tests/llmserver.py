@@ -4,7 +4,11 @@
 It answers deterministically from the prompt. A prompt holding a `<document>...</document>` and
 asking for "N question..." (or "N 个问答对") gets N grounded pairs as JSON, `{"pairs": [{"question",
 "answer"}]}`: each answer is one sentence of the document, in order, each question names the
-sentence's first words. Anything else gets `echo: <the last message>`. Every answer reports
+sentence's first words. A judge's prompt (`<instruction>` and `<response>`, or `<response_a>` and
+`<response_b>`, each on lines of their own) gets JSON: pointwise `{"reason", "score"}` with
+`judge_score(response)`, pairwise `{"reason", "winner"}`, the response with the higher score winning
+("tie" when equal), or, with `judge_bias="A"`, always the response shown first (position bias).
+Anything else gets `echo: <the last message>`. Every answer reports
 `usage` tokens (a quarter of the characters, at least 1), summed in `usage_sent`.
 
 Misbehaviour on demand, for the next `times` requests (or those whose prompt matches `match`):
@@ -39,6 +43,16 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _PAIRS_ASKED = re.compile(r"(\d+)\s*(?:question|个问答)")
 _DOCUMENT = re.compile(r"<document>\n(.*?)\n</document>", re.S)  # on lines of their own: prompts name the tags too
 _HAN = re.compile(r"[\u4e00-\u9fff]")
+_RESPONSE = re.compile(r"<response>\n(.*?)\n</response>", re.S)
+_RESPONSE_AB = re.compile(r"<response_a>\n(.*?)\n</response_a>.*?<response_b>\n(.*?)\n</response_b>", re.S)
+_PLANTED_SCORE = re.compile(r"SCORE=(-?\d+)")
+
+
+def judge_score(response: str) -> int:
+    """The test judge's score of a response: the number after `SCORE=` in it if any (which may be
+    outside 1-10, for tests of validation), else 1 + its length in characters modulo 10."""
+    planted = _PLANTED_SCORE.search(response)
+    return int(planted.group(1)) if planted else 1 + len(response) % 10
 
 
 @dataclass
@@ -64,6 +78,7 @@ class LLMServer:
     latency: float = 0.0
     api_key: str | None = None
     model: str = "ylink-test"
+    judge_bias: str | None = None  # "A": pairwise verdicts always for the response shown first
     log: list[Request] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -186,6 +201,9 @@ class LLMServer:
     def _content(self, prompt: str, kind: str | None) -> str:
         if kind == "malformed":
             return '{"pairs": [{"question": "unterminated'
+        judged = self._judge(prompt)
+        if judged is not None:
+            return judged
         document, asked = _DOCUMENT.search(prompt), _PAIRS_ASKED.search(prompt)
         if document is None or asked is None:
             return "echo: " + prompt.splitlines()[-1] if prompt else "echo:"
@@ -195,6 +213,19 @@ class LLMServer:
         if kind == "unsupported" and pairs:
             pairs[-1]["answer"] = MADE_UP["zh" if _HAN.search(pairs[-1]["answer"]) else "en"]
         return json.dumps({"pairs": pairs}, ensure_ascii=False)
+
+
+    def _judge(self, prompt: str) -> str | None:
+        both = _RESPONSE_AB.search(prompt)
+        if both is not None:
+            a, b = (judge_score(r) for r in both.groups())
+            winner = self.judge_bias or ("A" if a > b else "B" if b > a else "tie")
+            return json.dumps({"reason": f"A scores {a}, B scores {b}.", "winner": winner})
+        one = _RESPONSE.search(prompt)
+        if one is not None:
+            score = judge_score(one.group(1))
+            return json.dumps({"reason": f"{len(one.group(1))} characters.", "score": score})
+        return None
 
 
 def sentences(text: str) -> list[str]:

@@ -65,6 +65,6 @@ def test_sft_format_without_pairs_is_one_line(shared_data, ray_session, tmp_path
     pages = faq_pages(shared_data, tmp_path, n=1)
     cfg = qa_config(pages, tmp_path / "out", "messages")
     cfg["stages"] = [{"extract": {}}]  # text, but no question-answer pairs
-    with pytest.raises(YlinkError, match=r"output\.sft_format: .*no question or answer column.*qa_extract"):
+    with pytest.raises(YlinkError, match=r"output\.sft_format: .*no question and answer .*columns.*qa_extract"):
         ylink_data.run(cfg)
     assert not (tmp_path / "out" / "manifest.json").exists()

@@ -98,6 +98,11 @@ class OutputConfig(_Strict):
     megatron: MegatronOutputConfig | None = None
     # Question-answer rows (qa_extract, qa_generate) also as fine-tuning JSONL, OUTPUT/sft/part-NNNNN.jsonl
     sft_format: Literal["alpaca", "sharegpt", "messages"] | None = None
+    # Rows of `preference_pairs` as TRL's preference JSONL (DPOTrainer, RewardTrainer), OUTPUT/preference/,
+    # and prompts (`prompt`, `instruction` or `question`) as TRL's prompt-only JSONL (PPO), OUTPUT/prompts/:
+    # plain strings (standard) or message lists (conversational), io/preference.py
+    preference_format: Literal["standard", "conversational"] | None = None
+    prompts_format: Literal["standard", "conversational"] | None = None
 
 
 class RayConfig(_Strict):
@@ -388,7 +393,9 @@ def _list_index(node: list, part: str, where: str, source: str | None) -> int:
     return int(part)
 
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# `${VAR}`, or `${VAR:-default}` as in the shell: the default when VAR is unset or empty (written in
+# the YAML, so no credential: a local server's address that `ylink validate` can check).
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 _WHEN_KEYS = {"set", "unset", "stages", "else"}
@@ -482,7 +489,8 @@ class _EnvExpansion:
         found = os.environ.get(match.group(1), "")
         if found:
             self.values.add(found)
-        return found
+            return found
+        return match.group(2) or ""
 
 
 # ----------------------------------------------------------------------------- error messages

@@ -78,6 +78,9 @@ class MegatronPair:
     idx: RunFile
 
 
+JSONL_SECTIONS = ("sft", "preference", "prompts")  # files beside the shards (pipeline/sft.py)
+
+
 @dataclass
 class RunManifest:
     """A run's manifest, read and checked: `url` is the manifest's own (for messages), `raw` its bytes.
@@ -92,11 +95,13 @@ class RunManifest:
     megatron: list[MegatronPair] = field(default_factory=list)
     megatron_dtype: str | None = None
     sft: list[RunFile] = field(default_factory=list)  # output.sft_format's JSONL files
+    preference: list[RunFile] = field(default_factory=list)  # output.preference_format's
+    prompts: list[RunFile] = field(default_factory=list)  # output.prompts_format's
 
     def files(self) -> list[RunFile]:
-        """Every file the manifest lists: shards, Megatron .bin/.idx pairs, then SFT JSONL."""
+        """Every file the manifest lists: shards, Megatron .bin/.idx pairs, then the JSONL files."""
         return ([RunFile(s.path, s.ref) for s in self.shards]
-                + [f for pair in self.megatron for f in (pair.bin, pair.idx)] + self.sft)
+                + [f for pair in self.megatron for f in (pair.bin, pair.idx)] + self.sft + self.preference + self.prompts)
 
 
 def read_manifest(url: str, storage_options: dict | None = None) -> RunManifest:
@@ -152,8 +157,9 @@ def check_manifest(fs: fsspec.AbstractFileSystem, root: str, where: str, data: A
     manifest = RunManifest(url=where, fs=fs, root=root, data=data, shards=shards)
     if data.get("megatron") is not None:
         manifest.megatron_dtype, manifest.megatron = _check_megatron(fs, root, where, data["megatron"], seen)
-    if data.get("sft") is not None:
-        manifest.sft = _check_listed_files(fs, root, f"{where} sft", data["sft"], seen)
+    for kind in JSONL_SECTIONS:
+        if data.get(kind) is not None:
+            setattr(manifest, kind, _check_listed_files(fs, root, f"{where} {kind}", data[kind], seen))
     return manifest
 
 

@@ -5,6 +5,7 @@ OUTPUT/
   megatron/part-NNNNN.bin/.idx  with output.megatron: each shard's token ids as a Megatron-LM
                              indexed dataset, and data-path.txt (Megatron's weighted --data-path)
   sft/part-NNNNN.jsonl       with output.sft_format: each shard's question-answer rows as fine-tuning JSONL
+  preference/, prompts/      with output.preference_format / prompts_format: likewise, in TRL's layout
   manifest.json              written last: its presence means the run is complete
   stats.json                 the accounting
   run.json                   the config (credentials removed), its fingerprint and the inputs
@@ -29,8 +30,8 @@ from ..io.fs import filesystem, join
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
 # half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
 # config finds out what the folder holds.
-OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "sft", "quarantine",
-               "rejected", "run.json")
+OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "sft", "preference",
+               "prompts", "quarantine", "rejected", "run.json")
 # Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
 # asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.
 KEPT_ENTRIES = ("llm-cache",)
@@ -125,12 +126,14 @@ class RunLayout:
         if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
             return ["(the manifest's shard list is unreadable)"]
         files = list(shards)
-        sft = manifest.get("sft")
-        if sft is not None:
-            listed_sft = sft.get("files") if isinstance(sft, dict) else None
-            if not isinstance(listed_sft, list) or not all(isinstance(f, dict) for f in listed_sft):
-                return ["(the manifest's sft file list is unreadable)"]
-            files += listed_sft
+        for kind in ("sft", "preference", "prompts"):  # manifest.JSONL_SECTIONS
+            section = manifest.get(kind)
+            if section is None:
+                continue
+            listed = section.get("files") if isinstance(section, dict) else None
+            if not isinstance(listed, list) or not all(isinstance(f, dict) for f in listed):
+                return [f"(the manifest's {kind} file list is unreadable)"]
+            files += listed
         megatron = manifest.get("megatron")
         if megatron is not None:
             pairs = megatron.get("files") if isinstance(megatron, dict) else None

@@ -5,7 +5,8 @@ part is hard-linked (no bytes copied) or server-side copied; several parts are c
 The parts stay until the manifest is written, so a crash mid-publish can simply redo a shard.
 With `output.megatron`, the same task writes the shard's Megatron .bin/.idx pair from its
 `token_ids` column before the shard's marker, which records the pair's entry; with
-`output.sft_format`, likewise its question-answer rows as fine-tuning JSONL (sft/part-NNNNN.jsonl).
+`output.sft_format`, `preference_format` or `prompts_format`, likewise its rows as fine-tuning,
+preference or prompt JSONL (sft/, preference/, prompts/part-NNNNN.jsonl; pipeline/sft.py).
 """
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ import pyarrow.parquet as pq
 from ..errors import YlinkError
 from ..io.fs import publish_copy, write_json
 from ..io.parquet import ParquetFileWriter
-from ..io.sft import needed_columns, write_sft_jsonl
 from ..tokens.encode import TOKEN_IDS
 from ..tokens.megatron import write_pair
 from .layout import RunLayout
 from .megatron import MegatronPlan, pair_prefix
+from .sft import KINDS, jsonl_columns
 
 
 def pack_shards(parts: list[dict[str, Any]], shard_bytes: int) -> list[list[dict[str, Any]]]:
@@ -40,10 +41,12 @@ def pack_shards(parts: list[dict[str, Any]], shard_bytes: int) -> list[list[dict
 
 def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], compression: str,
                   tier: str | None = None, number: int | None = None,
-                  megatron: MegatronPlan | None = None, sft_format: str | None = None) -> dict[str, Any]:
+                  megatron: MegatronPlan | None = None, jsonl: dict[str, str] | None = None) -> dict[str, Any]:
     """Shard `index` of the run (its marker's number); with a tier, shard `number` of that tier.
     With `megatron`, also the shard's .bin/.idx pair (the marker's "megatron" entry); with
-    `sft_format`, its question-answer rows as fine-tuning JSONL (the marker's "sft" entry)."""
+    `jsonl` ({kind: format}, pipeline/sft.py), its rows as JSONL of each kind (the marker's entry
+    under the kind's name)."""
+    jsonl = jsonl or {}
     number = index if tier is None else number
     target = layout.shard(number, tier)
     drop_ids = megatron is not None and not megatron.keep_token_ids
@@ -51,16 +54,16 @@ def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], co
     if len(parts) == 1 and not drop_ids:
         publish_copy(layout.fs, parts[0]["path"], target)
         rows, nbytes, sha = parts[0]["rows"], parts[0]["bytes"], parts[0]["sha256"]
-        if megatron is not None or sft_format is not None:
+        if megatron is not None or jsonl:
             with layout.fs.open(parts[0]["path"], "rb") as f:
                 pf = pq.ParquetFile(f)
-                tables.append(pf.read(columns=_companion_columns(pf.schema_arrow, megatron, sft_format)))
+                tables.append(pf.read(columns=_companion_columns(pf.schema_arrow, megatron, jsonl)))
     else:
         writer = ParquetFileWriter(layout.fs, target, compression)
         for part in parts:
             with layout.fs.open(part["path"], "rb") as f:
                 pf = pq.ParquetFile(f)
-                wanted = _companion_columns(pf.schema_arrow, megatron, sft_format)
+                wanted = _companion_columns(pf.schema_arrow, megatron, jsonl)
                 for i in range(pf.num_row_groups):
                     table = pf.read_row_group(i)
                     if wanted:
@@ -76,19 +79,17 @@ def publish_shard(layout: RunLayout, index: int, parts: list[dict[str, Any]], co
         columns = [_token_ids(t, target) for t in tables]
         ids = pa.chunked_array([c for column in columns for c in column.chunks], columns[0].type)
         entry["megatron"] = write_pair(layout.fs, layout.root, pair_prefix(layout, number, tier), ids, megatron.dtype)
-    if sft_format is not None:
-        path = "/".join((*layout.tier_dir(tier), "sft", f"part-{number:05d}.jsonl"))
-        entry["sft"] = write_sft_jsonl(layout.fs, layout.root, path, tables, sft_format)
+    for kind, fmt in jsonl.items():
+        path = "/".join((*layout.tier_dir(tier), kind, f"part-{number:05d}.jsonl"))
+        entry[kind] = KINDS[kind][2](layout.fs, layout.root, path, tables, fmt)
     write_json(layout.fs, layout.shard_marker(index), entry)
     return entry
 
 
-def _companion_columns(schema: pa.Schema, megatron: MegatronPlan | None, sft_format: str | None) -> list[str]:
-    """The columns the shard's Megatron pair and SFT JSONL are made of (those the shard has)."""
+def _companion_columns(schema: pa.Schema, megatron: MegatronPlan | None, jsonl: dict[str, str]) -> list[str]:
+    """The columns the shard's Megatron pair and JSONL files are made of (those the shard has)."""
     wanted = [TOKEN_IDS] if megatron is not None and TOKEN_IDS in schema.names else []
-    if sft_format is not None:
-        wanted += [c for c in needed_columns(schema) if c not in wanted]
-    return wanted
+    return wanted + [c for c in jsonl_columns(schema, jsonl) if c not in wanted]
 
 
 def _token_ids(table: pa.Table, shard: str) -> pa.ChunkedArray:

@@ -26,7 +26,7 @@ from .global_phase import GlobalContext
 from .layout import RunLayout
 from .lock import FolderLock, hold_run_folder
 from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
-from .sft import sft_section
+from .sft import jsonl_formats, sft_section
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards
@@ -97,7 +97,8 @@ class Runner:
             shards = self._publish(markers[plan.phases[-1].index], plan.megatron)
         # A shard's marker holds its Megatron pair: the manifest lists the pairs apart.
         pairs = [s.pop("megatron") for s in shards if "megatron" in s]
-        sft_files = [s.pop("sft") for s in shards if "sft" in s]  # likewise its fine-tuning JSONL
+        jsonl = jsonl_formats(self.cfg.output)  # likewise its JSONL files of each kind
+        jsonl_files = {kind: [s.pop(kind) for s in shards if kind in s] for kind in jsonl}
         total = TaskStats()
         for phase_markers in markers.values():
             for marker in phase_markers.values():
@@ -117,8 +118,8 @@ class Runner:
         if plan.megatron is not None:
             manifest["megatron"], tier_sections = sections(plan.megatron, pairs, self.tiers[1] if self.tiers else [])
             write_data_paths(self.layout, manifest["megatron"], tier_sections)
-        if self.cfg.output.sft_format is not None:
-            manifest["sft"] = sft_section(self.cfg.output.sft_format, sft_files)
+        for kind, fmt in jsonl.items():
+            manifest[kind] = sft_section(fmt, jsonl_files[kind])
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
             manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections)
@@ -141,8 +142,8 @@ class Runner:
             own = {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards}
             if tier in megatron:
                 own["megatron"] = megatron[tier]
-            if "sft" in manifest:
-                own["sft"] = sft_section(manifest["sft"]["format"], manifest["sft"]["files"], prefix)
+            for kind in jsonl_formats(self.cfg.output):
+                own[kind] = sft_section(manifest[kind]["format"], manifest[kind]["files"], prefix)
             write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
@@ -331,10 +332,11 @@ class Runner:
             groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
             jobs += [(tier, k, group) for k, group in enumerate(groups)]
         existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron, self.cfg.output.sft_format)
+        jsonl = jsonl_formats(self.cfg.output)
+        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron, jsonl)
                 for i, (tier, k, group) in enumerate(jobs) if i not in existing]
         label = "publish shards" + (" and Megatron files" if megatron else "") + (
-            " and SFT JSONL" if self.cfg.output.sft_format else "")
+            f" and {', '.join(jsonl)} JSONL" if jsonl else "")
         handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
         from .remote import publish_shard_remote
 

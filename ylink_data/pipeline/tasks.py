@@ -133,12 +133,10 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
     ops = [(idx, name, cached_op(name, params, spec.cfg)) for idx, name, params in phase.ops]
     keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg) if phase.outgoing else None
     try:
-        source = _read_input(spec, stats, out) if phase.index == 0 else _read_parts(spec, layout, stats, out)
-        for table in source:
-            for idx, name, op in ops:
-                table = _apply(op, idx, name, table, stats, out)
-                if table.num_rows == 0:
-                    break
+        stream = _read_input(spec, stats, out) if phase.index == 0 else _read_parts(spec, layout, stats, out)
+        for idx, name, op in ops:  # batches flow through the ops lazily, one at a time
+            stream = _applied(op, idx, name, stream, stats, out)
+        for table in stream:
             if table.num_rows and keyer is not None:
                 table = _add_keys(keyer, phase.outgoing, table)
             out.write(table)
@@ -355,6 +353,40 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
     stage.bytes_out += text_bytes_of(table)
     stage.seconds += time.perf_counter() - started
     return table
+
+
+def _applied(op: MapOp, idx: int, name: str, stream: Iterator[pa.Table], stats: TaskStats,
+             out: TaskOutput) -> Iterator[pa.Table]:
+    """`op` over each batch of `stream`; a batch left empty by an earlier op passes by untouched.
+    An op with a `group_column` gets whole groups (`whole_groups`)."""
+    if op.group_column is not None:
+        stream = whole_groups(stream, op.group_column)
+    for table in stream:
+        yield _apply(op, idx, name, table, stats, out) if table.num_rows else table
+
+
+def whole_groups(stream: Iterator[pa.Table], column: str) -> Iterator[pa.Table]:
+    """The rows of `stream` in the same order, in batches that never end inside a group (a run of
+    adjacent rows with one value of `column`): each batch's last group is held back and put in
+    front of the next batch, the very last one yielded at the end. Memory: one batch plus one
+    group. Batches without the column pass as they are (the op says what is missing)."""
+    held: pa.Table | None = None
+    for table in stream:
+        if column not in table.column_names or table.num_rows == 0:
+            yield table
+            continue
+        if held is not None:
+            table = pa.concat_tables([held, table], promote_options="permissive")
+            held = None
+        keys = table.column(column).to_pylist()
+        last, start = keys[-1], len(keys) - 1
+        while start > 0 and keys[start - 1] == last:
+            start -= 1
+        if start:
+            yield table.slice(0, start)
+        held = table.slice(start)
+    if held is not None:
+        yield held
 
 
 def _check_parents(name: str, parents: list[int], n_in: int, n: int) -> None:

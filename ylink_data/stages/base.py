@@ -100,7 +100,16 @@ class Op:
 
 
 class MapOp(Op):
-    """An op applied batch by batch, independently per task."""
+    """An op applied batch by batch, independently per task.
+
+    `group_column`: set (a column name) by an op that must see every row of a group at once (the
+    responses of one instruction, which `respond` writes as adjacent rows): the task runner then
+    cuts the op's batches only between groups, holding a batch's last group back for the next
+    batch (pipeline/tasks.py `whole_groups`). A group is adjacent rows with one value; rows stay
+    in their task through every phase, so a group made inside a pipeline is never split. Rows of
+    one group spread over input files or far apart in one are seen as separate groups."""
+
+    group_column: str | None = None
 
     def process(self, table: pa.Table) -> BatchResult:
         raise NotImplementedError

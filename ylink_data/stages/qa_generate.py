@@ -78,13 +78,16 @@ def parse_pairs(text: str) -> list[_Pair]:
         raise Unparseable(f'not {{"pairs": [{{"question", "answer"}}]}}: {where}: {first["msg"]}') from None
 
 
-def load_prompt(path: Path | str) -> str:
+def load_prompt(path: Path | str, placeholders: dict[str, str] | None = None) -> str:
+    """A prompt template read now (a missing file is a config error before any request is paid
+    for), with each of `placeholders` ({name: what goes there}; qa_generate's chunk by default)."""
     try:
         template = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"prompt: cannot read {path}: {exc.strerror or exc}") from None
-    if "{text}" not in template:
-        raise ValueError(f"prompt: {path} has no {{text}} placeholder (where the chunk goes)")
+    for name, what in (placeholders or {"text": "the chunk"}).items():
+        if "{" + name + "}" not in template:
+            raise ValueError(f"prompt: {path} has no {{{name}}} placeholder (where {what} goes)")
     return template
 
 
@@ -114,7 +117,7 @@ class QAGenerate(LLMOp):
     def process(self, table: pa.Table) -> BatchResult:
         texts = table.column("text").to_pylist()
         ids = table.column("id").to_pylist()
-        langs = _prompt_languages(texts, table.column("lang").to_pylist() if "lang" in table.column_names else None)
+        langs = prompt_languages(texts, table.column("lang").to_pylist() if "lang" in table.column_names else None)
         pairs_already = pair_rows(table)  # qa_extract's pairs pass through (pipelines/fileqa.yaml)
         asked = [i for i, t in enumerate(texts) if t and t.strip() and not pairs_already[i]]
         request = {"response_format": {"type": "json_object"}} if self.json_mode else {}
@@ -166,7 +169,7 @@ class QAGenerate(LLMOp):
                            parents=parents)
 
 
-def _prompt_languages(texts: list[str | None], langs: list[str | None] | None) -> list[str]:
+def prompt_languages(texts: list[str | None], langs: list[str | None] | None) -> list[str]:
     """`zh` for Chinese chunks (their `lang`, else their script), `en` (the default prompt) for the rest."""
     out = []
     unknown = []

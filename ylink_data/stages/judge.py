@@ -1,0 +1,254 @@
+"""judge: an LLM-as-judge verdict on each response, with a rubric, through the pipeline's model
+(`llm:`, or the op's own `llm:` to judge with another model or server than the one that answered).
+
+`mode: pointwise` (default): each row's `response` to its `instruction` gets a score from 1 to 10
+with the rubric of the instruction's language (`configs/prompts/judge-pointwise-zh.txt` for Chinese,
+`-en.txt` for the rest; `prompt:` names another file with `{instruction}` and `{response}`). The
+answer is read as JSON `{"score", "reason"}` (in a ```json fence too) or, failing that, a
+`Score: N` line (`评分：N`), the reason being the rest of the text. It becomes the columns
+`judge_score` (float) and `judge_reason`. An answer with no score, or one outside 1-10, quarantines
+the row with the raw answer (as qa_generate does), and so does a request that failed after
+`llm.max_retries`: a row the judge could not score is never kept or dropped as if it had been.
+`min_score` drops rows scored below it as `judge:low_score`.
+
+`mode: pairwise`: the responses of one instruction (rows sharing `group_column`, which respond
+writes; the runner hands the op every row of a group in one batch, stages/base.py MapOp) are
+compared two by two with `judge-pairwise-<lang>.txt` (`{instruction}`, `{response_a}`,
+`{response_b}`). Judges favour the answer shown first or second (position bias, Zheng et al. 2023,
+MT-Bench, section 3.3), so every pair is asked in both orders and a verdict counts only when the
+two agree: A over B, then B over A with the places swapped. A pair whose two answers disagree, or
+that both call a tie, gives no verdict (counters `pairwise_inconsistent`, `pairwise_ties`). A
+response's `judge_score` is then its number of consistent wins against the others of its group
+(0 to n-1, a Copeland count), which `preference_pairs` reads as it reads pointwise scores: with two
+responses, the consistent winner scores 1 and the loser 0, and an inconsistent pair leaves both at
+0, so no pair. `judge_reason` lists the verdicts. An unusable answer to any comparison quarantines
+the group's rows with the raw answer.
+
+Counters: `scored`, `unparseable`, `out_of_range` (pointwise); `comparisons`, `pairwise_consistent`,
+`pairwise_inconsistent`, `pairwise_ties` (pairwise); and the model's usage (`llm_*`, llm/usage.py).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from typing import Annotated, Literal
+
+import pyarrow as pa
+from pydantic import Field
+
+from ..errors import YlinkError
+from ..llm.config import LLMOverride
+from ..llm.op import LLMOp
+from . import register
+from .base import BatchResult
+from .qa_generate import PROMPTS, RAW_CHARS, load_prompt, prompt_languages
+
+LOW, HIGH = 1, 10  # the rubric's scale
+SCORE_COLUMN, REASON_COLUMN = "judge_score", "judge_reason"
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+# "Score: 7", "**Score**: 7/10", "评分：7": the line judges write when they do not write JSON.
+_SCORE_LINE = re.compile(r"^\W*(?:score|rating|评分|分数|得分)\W*[:：]\s*\**\s*(-?\d+(?:\.\d+)?)", re.I | re.M)
+_WINNER_LINE = re.compile(r"^\W*(?:winner|verdict|胜者|结论)\W*[:：]\s*\**\s*\[*\s*(A|B|tie|平局)\b", re.I | re.M)
+PLACEHOLDERS = {
+    "pointwise": {"instruction": "the instruction", "response": "the response"},
+    "pairwise": {"instruction": "the instruction", "response_a": "the first response", "response_b": "the second"},
+}
+
+
+class Unparseable(ValueError):
+    pass
+
+
+def _json_object(text: str) -> dict | None:
+    fenced = _FENCE.match(text)
+    body = fenced.group(1) if fenced else text.strip()
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def parse_score(text: str) -> tuple[float, str]:
+    """(score, reason) of a pointwise answer: JSON {"score", "reason"}, else a `Score: N` line (the
+    reason then being the answer's other lines). Unparseable says why not, also for a score outside
+    1-10 (the judge did not follow the rubric: its number means nothing on our scale)."""
+    data = _json_object(text)
+    if data is not None and "score" in data:
+        score, reason = data["score"], data.get("reason")
+        if isinstance(score, str):
+            try:
+                score = float(score.strip().split("/")[0])
+            except ValueError:
+                raise Unparseable(f"score {data['score']!r} is not a number") from None
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise Unparseable(f"score {score!r} is not a number")
+        reason = reason if isinstance(reason, str) else ""
+    else:
+        line = _SCORE_LINE.search(text)
+        if line is None:
+            raise Unparseable('no score: neither JSON {"score": N} nor a "Score: N" line')
+        score = float(line.group(1))
+        reason = (text[:line.start()] + text[line.end():]).strip()
+    if not LOW <= score <= HIGH:
+        raise Unparseable(f"score {score:g} is outside {LOW}-{HIGH}")
+    return float(score), reason.strip()
+
+
+def parse_winner(text: str) -> tuple[str, str]:
+    """("A" | "B" | "tie", reason) of a pairwise answer: JSON {"winner", "reason"}, else a
+    `Winner: A` line."""
+    data = _json_object(text)
+    if data is not None and "winner" in data:
+        winner, reason = str(data["winner"]).strip(), data.get("reason")
+        reason = reason if isinstance(reason, str) else ""
+    else:
+        line = _WINNER_LINE.search(text)
+        if line is None:
+            raise Unparseable('no verdict: neither JSON {"winner": "A" | "B" | "tie"} nor a "Winner: A" line')
+        winner, reason = line.group(1), (text[:line.start()] + text[line.end():]).strip()
+    normal = {"a": "A", "b": "B", "tie": "tie", "平局": "tie"}.get(winner.lower().strip("[]\"' "))
+    if normal is None:
+        raise Unparseable(f'winner {winner!r} is none of "A", "B", "tie"')
+    return normal, reason.strip()
+
+
+def _unusable(exc: Exception, raw: str) -> str:
+    return (f"unparseable answer from the judge: {exc}; raw answer: {raw[:RAW_CHARS]!r}"
+            + (" (truncated)" if len(raw) > RAW_CHARS else ""))
+
+
+@register
+class Judge(LLMOp):
+    """A judge's score per response; see the module docstring. `min_score` (unset: nothing
+    dropped) is on the rubric's 1-10 scale in pointwise mode, in wins in pairwise mode. `json_mode`
+    asks the server for JSON (`response_format: json_object`); off by default, since the `Score: N`
+    line is read as well and some servers refuse the field."""
+
+    name = "judge"
+
+    def __init__(self, mode: Literal["pointwise", "pairwise"] = "pointwise", prompt: str | None = None,
+                 min_score: Annotated[float, Field(ge=0, le=HIGH)] | None = None,
+                 instruction_column: str = "instruction", response_column: str = "response",
+                 group_column: str = "instruction_id", json_mode: bool = False, llm: LLMOverride | None = None):
+        self.mode, self.prompt, self.min_score, self.json_mode = mode, prompt, min_score, json_mode
+        self.instruction_column, self.response_column = instruction_column, response_column
+        # Pairwise compares the responses of one instruction: the runner keeps each group in one batch.
+        self.group_column = group_column if mode == "pairwise" else None
+        self.llm = llm.model_dump() if isinstance(llm, LLMOverride) else llm
+        needed = PLACEHOLDERS[mode]
+        self.templates = ({"en": load_prompt(prompt, needed), "zh": load_prompt(prompt, needed)} if prompt else
+                          {lang: load_prompt(PROMPTS / f"judge-{mode}-{lang}.txt", needed) for lang in ("en", "zh")})
+
+    @property
+    def score_column(self) -> str:  # the report draws min_score on this column's distribution
+        return SCORE_COLUMN
+
+    def _column(self, table: pa.Table, name: str, what: str) -> list:
+        if name not in table.column_names:
+            raise YlinkError(f"judge: the rows have no {name!r} column ({what}); put `respond` before `judge`, "
+                             f"or name the column with judge's `{what}_column` parameter")
+        return table.column(name).to_pylist()
+
+    def _ask(self, prompts: list[str]) -> list:
+        request = {"response_format": {"type": "json_object"}} if self.json_mode else {}
+        return self.client.chat_many([[{"role": "user", "content": p}] for p in prompts], **request)
+
+    def process(self, table: pa.Table) -> BatchResult:
+        instructions = self._column(table, self.instruction_column, "instruction")
+        responses = self._column(table, self.response_column, "response")
+        langs = prompt_languages(instructions, table.column("lang").to_pylist() if "lang" in table.column_names
+                                 else None)
+        if self.mode == "pointwise":
+            scores, reasons, errors, counts = self._pointwise(instructions, responses, langs)
+        else:
+            scores, reasons, errors, counts = self._pairwise(table, instructions, responses, langs)
+        dropped = [None if e is not None or s is None or self.min_score is None or s >= self.min_score
+                   else f"{self.name}:low_score" for s, e in zip(scores, errors)]
+        out = table
+        for name, values, dtype in ((SCORE_COLUMN, scores, pa.float64()), (REASON_COLUMN, reasons, pa.string())):
+            array = pa.array(values, dtype)
+            out = (out.set_column(out.schema.get_field_index(name), name, array) if name in out.column_names
+                   else out.append_column(name, array))
+        counters = {k: v for k, v in counts.items() if v} | self.client.usage.take()
+        return BatchResult(out, dropped=dropped, errors=errors if any(errors) else None, counters=counters)
+
+    def _pointwise(self, instructions: list, responses: list, langs: list[str]):
+        n = len(responses)
+        scores: list[float | None] = [None] * n
+        reasons: list[str | None] = [None] * n
+        errors: list[str | None] = [None] * n
+        counts = {"scored": 0, "unparseable": 0, "out_of_range": 0}
+        prompts = [self.templates[langs[i]].replace("{instruction}", instructions[i] or "")
+                   .replace("{response}", responses[i] or "") for i in range(n)]
+        for i, reply in enumerate(self._ask(prompts)):
+            if reply.error is not None:
+                errors[i] = reply.error
+                continue
+            try:
+                scores[i], reasons[i] = parse_score(reply.text)
+            except Unparseable as exc:
+                counts["out_of_range" if "outside" in str(exc) else "unparseable"] += 1
+                errors[i] = _unusable(exc, reply.text)
+                continue
+            counts["scored"] += 1
+        return scores, reasons, errors, counts
+
+    def _pairwise(self, table: pa.Table, instructions: list, responses: list, langs: list[str]):
+        n = len(responses)
+        groups: dict[object, list[int]] = defaultdict(list)
+        for i, key in enumerate(self._column(table, self.group_column, "group")):
+            groups[key].append(i)
+        pairs = [(g[a], g[b]) for g in groups.values() for a in range(len(g)) for b in range(a + 1, len(g))]
+        prompts = []
+        for i, j in pairs:  # each pair in both orders: i shown first, then j shown first
+            template = self.templates[langs[i]].replace("{instruction}", instructions[i] or "")
+            for first, second in ((i, j), (j, i)):
+                prompts.append(template.replace("{response_a}", responses[first] or "")
+                               .replace("{response_b}", responses[second] or ""))
+        replies = self._ask(prompts)
+        wins = [0.0] * n
+        verdicts: list[list[str]] = [[] for _ in range(n)]
+        errors: list[str | None] = [None] * n
+        counts = {"comparisons": len(pairs), "pairwise_consistent": 0, "pairwise_inconsistent": 0,
+                  "pairwise_ties": 0, "unparseable": 0}
+        failed: dict[object, str] = {}
+        index = {i: key for key, rows in groups.items() for i in rows}
+        for k, (i, j) in enumerate(pairs):
+            said = []
+            for reply in replies[2 * k:2 * k + 2]:
+                if reply.error is not None:
+                    failed.setdefault(index[i], reply.error)
+                    break
+                try:
+                    said.append(parse_winner(reply.text)[0])
+                except Unparseable as exc:
+                    counts["unparseable"] += 1
+                    failed.setdefault(index[i], _unusable(exc, reply.text))
+                    break
+            if len(said) < 2:
+                continue
+            # In the second order j is shown as A: "B" there means i won again.
+            first, swapped = said[0], {"A": "B", "B": "A", "tie": "tie"}[said[1]]
+            if first != swapped:
+                counts["pairwise_inconsistent"] += 1
+                verdict = "inconsistent"
+            elif first == "tie":
+                counts["pairwise_ties"] += 1
+                verdict = "tie"
+            else:
+                counts["pairwise_consistent"] += 1
+                winner = i if first == "A" else j
+                wins[winner] += 1
+                verdict = "won" if winner == i else "lost"
+            members = groups[index[i]]  # responses named by their place in the group
+            verdicts[i].append(f"{verdict} against response {members.index(j)}")
+            other = {"won": "lost", "lost": "won"}.get(verdict, verdict)
+            verdicts[j].append(f"{other} against response {members.index(i)}")
+        scores: list[float | None] = list(wins)
+        reasons: list[str | None] = ["; ".join(v) for v in verdicts]
+        for i in range(n):
+            if index[i] in failed:
+                errors[i], scores[i], reasons[i] = failed[index[i]], None, None
+        return scores, reasons, errors, counts
