@@ -105,7 +105,8 @@ def test_failed_request_quarantines_the_row(shared_data):
     table = responses_table([[r] for r in seed_rows(shared_data, 3)])
     with LLMServer() as server:
         server.fail("500", times=2)  # max_retries 1: the first request is given up on
-        op = build_op("judge", {"llm": llm(server)})
+        # one request at a time: concurrent requests could share the two 500s and each succeed on retry
+        op = build_op("judge", {"llm": {**llm(server), "max_concurrency": 1}})
         result = op.process(table)
         assert sum(e is not None and "HTTP 500" in e for e in result.errors) == 1
         assert result.table.column("judge_score").null_count == 1
