@@ -62,7 +62,7 @@ class InstructGenerate(LLMOp):
     name = "instruct_generate"
 
     def __init__(self, mode: Literal["self_instruct", "evol"] = "self_instruct", count: PositiveInt | None = None,
-                 seed: int = 0, threshold: Fraction = 0.7,
+                 seed: Annotated[int, Field(ge=0, lt=2**63)] = 0, threshold: Fraction = 0.7,
                  examples: Annotated[int, Field(ge=1, le=64)] = 8,
                  from_generated: Annotated[int, Field(ge=0, le=64)] = 2,
                  new_per_prompt: Annotated[int, Field(ge=1, le=100)] = 8,

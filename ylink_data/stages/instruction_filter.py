@@ -6,7 +6,7 @@
                         (datagen/heuristics.py), ours for Chinese (6..300 characters, as there).
   no_response           `response_column` is present but empty
   refusal               the response (`response_column`, else the instruction) holds a refusal or
-                        disclaimer phrase of `phrases` (configs/datagen/refusals.yaml, with its sources)
+                        disclaimer phrase of `phrases` (configs/datagen/refusals.txt, with its sources)
 
 Drops are `instruction_filter:<rule>`. Exact and near-duplicate instructions: `exact_dedup` and
 `minhash_dedup` with `column: instruction`; language: `langid` (instruct_generate and respond set
@@ -18,24 +18,25 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
-import yaml
 from pydantic import NonNegativeInt, PositiveInt
 
 from ..datagen.heuristics import MAX_CHARS_ZH, MAX_WORDS, MIN_CHARS_ZH, MIN_WORDS, is_chinese
 from . import register
 from .base import BatchResult, MapOp
 
-PHRASES = Path(__file__).resolve().parent.parent.parent / "configs" / "datagen" / "refusals.yaml"
+PHRASES = Path(__file__).resolve().parent.parent.parent / "configs" / "datagen" / "refusals.txt"
 
 
 def load_phrases(path: Path | str) -> list[str]:
+    """One phrase a line, lowercased; blank lines and `#` comment lines skipped."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"phrases: cannot read {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise ValueError(f"phrases: {path} must map a language to a list of phrases (en: [...], zh: [...])")
-    return [str(p).lower() for v in data.values() for p in v if str(p).strip()]
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValueError(f"phrases: cannot read {path}: {exc.strerror or exc}") from None
+    phrases = [line.strip().lower() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not phrases:
+        raise ValueError(f"phrases: {path} holds no phrase (one a line)")
+    return phrases
 
 
 @register
