@@ -8,7 +8,14 @@ sentence's first words. A judge's prompt (`<instruction>` and `<response>`, or `
 `<response_b>`, each on lines of their own) gets JSON: pointwise `{"reason", "score"}` with
 `judge_score(response)`, pairwise `{"reason", "winner"}`, the response with the higher score winning
 ("tie" when equal), or, with `judge_bias="A"`, always the response shown first (position bias).
-Anything else gets `echo: <the last message>`. Every answer reports
+A Self-Instruct prompt (configs/prompts/self_instruct-*.txt: "Come up with N
+new tasks ... start at K", or its Chinese) gets a numbered list from K (`instruction_list`): a
+near-duplicate of the prompt's first example, items the heuristics reject (a banned keyword, a
+leading punctuation mark, too short), then distinct tasks drawn from the prompt's hash. An
+Evol-Instruct prompt ("#Given Prompt#:") gets the instruction with a requirement added
+(`evolved`), behind a "#Rewritten Prompt#:" label as models often write. A request asking about
+picking a lock (开锁) gets a refusal. Anything else gets `echo: <the last message>`, and with
+`seeded_echo` on, `echo (seed S): ...` for a request with a `seed`. Every answer reports
 `usage` tokens (a quarter of the characters, at least 1), summed in `usage_sent`.
 
 Misbehaviour on demand, for the next `times` requests (or those whose prompt matches `match`):
@@ -53,6 +60,37 @@ def judge_score(response: str) -> int:
     outside 1-10, for tests of validation), else 1 + its length in characters modulo 10."""
     planted = _PLANTED_SCORE.search(response)
     return int(planted.group(1)) if planted else 1 + len(response) % 10
+_TASKS_ASKED = re.compile(r"(?:Come up with|请再写出)\s*(\d+)\s*(?:new tasks|个新任务)")
+_START = re.compile(r"(?:start at|从)\s*(\d+)\s*(?:and|开始)")
+_EXAMPLE = re.compile(r"^(\d+)\. (.+)$", re.M)
+_GIVEN = re.compile(r"#(?:Given Prompt|给定提示)#[:：]\n(.*?)\n#", re.S)
+_REFUSE = re.compile(r"pick a lock|撬锁|开锁", re.I)
+REFUSALS = {"en": "I'm sorry, but I cannot help with that. As an AI, I must follow the law.",
+            "zh": "很抱歉，我不能提供这方面的帮助。作为一个人工智能，我无法协助可能违法的行为。"}
+# The fillers of the distinct tasks: five slots, so two tasks share little beyond the template.
+_EN_TASKS = ("{verb} a {adj} {thing} about {topic} for {who}.",
+             "Which {thing} would {who} choose for {topic}, and why is it {adj}? {verb} your answer.",
+             "Give three {adj} reasons why {who} should {verb} a {thing} on {topic}.")
+_EN = {"verb": ("Write", "Compose", "Draft", "Outline", "Sketch out", "Plan", "Summarise", "Critique"),
+       "adj": ("short", "persuasive", "funny", "formal", "step-by-step", "detailed", "gentle", "surprising"),
+       "thing": ("letter", "poem", "checklist", "speech", "recipe", "lesson", "story", "budget", "review"),
+       "topic": ("urban beekeeping", "tidal energy", "medieval trade fairs", "learning Esperanto",
+                 "saving for retirement", "bicycle repair", "volcano safety", "night sky photography tips",
+                 "rainwater harvesting", "chess openings", "sourdough baking", "public libraries"),
+       "who": ("a retired sailor", "first-year nurses", "a village council", "twelve-year-olds", "new managers",
+               "a marathon runner", "hotel receptionists", "software interns")}
+_ZH_TASKS = ("请为{who}写一篇关于{topic}的{adj}{thing}。", "{who}在{topic}方面最常犯的错误是什么？用{adj}的语气写一段{thing}。")
+_ZH = {"adj": ("简短", "幽默", "正式", "详细", "温和", "生动"),
+       "thing": ("书信", "短诗", "清单", "演讲稿", "菜谱", "教案", "故事", "评论"),
+       "topic": ("城市养蜂", "潮汐发电", "古代丝绸之路", "学习围棋", "退休理财", "修自行车", "防范电信诈骗",
+                 "垃圾分类", "高原徒步", "家庭种菜", "二十四节气", "社区图书馆"),
+       "who": ("退休教师", "大一新生", "社区居委会", "小学生", "新任经理", "马拉松跑者", "酒店前台", "实习程序员")}
+_EVOL_ADD = {"en": ("Answer in no more than 120 words and give one concrete example.",
+                    "Explain your reasoning step by step before giving the final answer.",
+                    "Assume the reader is a beginner and avoid technical terms.",
+                    "Compare two different approaches and say which one you prefer."),
+             "zh": ("请把回答控制在一百二十字以内，并举一个具体的例子。", "请先一步一步说明推理过程，再给出最终答案。",
+                    "假设读者是初学者，请避免使用专业术语。", "请比较两种不同的做法，并说明你更倾向哪一种。")}
 
 
 @dataclass
@@ -83,6 +121,7 @@ class LLMServer:
     in_flight: int = 0
     max_in_flight: int = 0
     usage_sent: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    seeded_echo: bool = False
 
     def __post_init__(self) -> None:
         self._faults: list[Fault] = []
@@ -187,7 +226,7 @@ class LLMServer:
             return web.json_response({"error": {"message": f"injected {kind}"}}, status=int(kind))
         if kind == "stall":
             await asyncio.sleep(fault.seconds)
-        content = self._content(prompt, kind)
+        content = self._content(prompt, kind, body.get("seed") if self.seeded_echo else None)
         usage = {"prompt_tokens": max(1, len(prompt) // 4), "completion_tokens": max(1, len(content) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         with self._lock:
@@ -198,15 +237,24 @@ class LLMServer:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": usage})
 
-    def _content(self, prompt: str, kind: str | None) -> str:
+    def _content(self, prompt: str, kind: str | None, seed: int | None = None) -> str:
         if kind == "malformed":
             return '{"pairs": [{"question": "unterminated'
         judged = self._judge(prompt)
         if judged is not None:
             return judged
+        tasks, given = _TASKS_ASKED.search(prompt), _GIVEN.search(prompt)
+        if tasks:
+            start = _START.search(prompt)
+            return instruction_list(prompt, int(tasks.group(1)), int(start.group(1)) if start else 1)
+        if given:
+            return "#Rewritten Prompt#:\n" + evolved(given.group(1).strip())
+        if _REFUSE.search(prompt):
+            return REFUSALS["zh" if _HAN.search(prompt) else "en"]
         document, asked = _DOCUMENT.search(prompt), _PAIRS_ASKED.search(prompt)
         if document is None or asked is None:
-            return "echo: " + prompt.splitlines()[-1] if prompt else "echo:"
+            last = prompt.splitlines()[-1] if prompt else ""
+            return (f"echo (seed {seed}): " if seed is not None else "echo: ") + last
         pairs = grounded_pairs(document.group(1), int(asked.group(1)))
         if kind == "schema":
             return json.dumps({"questions": [p["question"] for p in pairs]}, ensure_ascii=False)
@@ -226,6 +274,38 @@ class LLMServer:
             score = judge_score(one.group(1))
             return json.dumps({"reason": f"{len(one.group(1))} characters.", "score": score})
         return None
+
+def _rng(prompt: str):
+    import hashlib
+    import random
+    return random.Random(hashlib.sha256(prompt.encode()).hexdigest())
+
+
+def instruction_list(prompt: str, n: int, start: int) -> str:
+    """The numbered answer to a Self-Instruct prompt (see the module docstring), `n` items from `start`."""
+    examples = [m.group(2) for m in _EXAMPLE.finditer(prompt.split("\n\n", 1)[-1])]
+    zh = bool(examples) and sum(bool(_HAN.search(e)) for e in examples) * 2 > len(examples)
+    rng = _rng(prompt)
+    items = []
+    if examples:  # a near-duplicate: the first example with its last word (character) changed
+        first = examples[0].rstrip("。？?.!！")
+        items.append(first[:-1] + "吗？" if zh else " ".join(first.split()[:-1] + ["today?"]))
+    if zh:
+        items += [f"请描述一张{rng.choice(_ZH['topic'])}的图片，写三句话。", f"《{rng.choice(_ZH['topic'])}》讲了什么？",
+                  "讲笑话。"]
+    else:
+        items += [f"Describe the picture of {rng.choice(_EN['topic'])} in three sentences.",
+                  f'"{rng.choice(_EN["topic"]).capitalize()}" is a phrase: explain where it comes from.', "Tell a joke."]
+    while len(items) < n:
+        table, fill = (_ZH_TASKS, _ZH) if zh else (_EN_TASKS, _EN)
+        items.append(rng.choice(table).format(**{k: rng.choice(v) for k, v in fill.items()}))
+    return "\n".join(f"{start + k}. {item}" for k, item in enumerate(items[:n]))
+
+
+def evolved(instruction: str) -> str:
+    """The given instruction with a requirement of its hash added."""
+    adds = _EVOL_ADD["zh" if _HAN.search(instruction) else "en"]
+    return f"{instruction} {_rng(instruction).choice(adds)}"
 
 
 def sentences(text: str) -> list[str]:

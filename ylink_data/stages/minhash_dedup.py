@@ -71,8 +71,9 @@ class MinHashDedup(GlobalOp):
                  keep: Literal["first", "longest", "highest_score"] = "first",
                  score_column: str = "quality_score", cluster_columns: bool = False,
                  verify: bool = False, index: str | None = None, save_index: str | None = None,
-                 rows_per_partition: PositiveInt = 4_000_000):
+                 rows_per_partition: PositiveInt = 4_000_000, column: str = "text"):
         self.threshold, self.num_perm, self.seed = threshold, num_perm, seed
+        self.column = column  # the text compared: `instruction` for generated instructions
         self.bands, self.rows = lsh_params(threshold, num_perm, false_positive_weight, false_negative_weight,
                                            bands=bands, rows=rows)
         if self.bands * self.rows > num_perm:
@@ -91,10 +92,13 @@ class MinHashDedup(GlobalOp):
     def languages(self, table: pa.Table) -> list[str]:
         """Each document's unit family (`zh`: character shingles), by `lang` or else its script."""
         langs = table.column("lang").to_pylist() if "lang" in table.column_names else None
-        return unit_languages("auto", table.column("text"), langs)
+        return unit_languages("auto", table.column(self.column), langs)
 
     def keys(self, table: pa.Table) -> dict[str, pa.Array]:
-        texts = [t or "" for t in table.column("text").to_pylist()]
+        if self.column not in table.column_names:
+            raise ValueError(f"minhash_dedup: no column {self.column!r} (columns: {', '.join(table.column_names)}); "
+                             f"set `column:`")
+        texts = [t or "" for t in table.column(self.column).to_pylist()]
         sigs = signatures(texts, self.languages(table), num_perm=self.num_perm, seed=self.seed, unit=self.unit,
                           word_ngram=self.word_ngram, char_ngram=self.char_ngram)
         keys = band_keys(sigs, self.bands, self.rows)
@@ -401,11 +405,11 @@ def _verify_shingles(layout: RunLayout, op: MinHashDedup, work: str, task: int, 
     requests = _read_all(layout.fs, f"{work}/verify/requests/task-{task:05d}")
     if requests is None:
         return 0
-    table = read_key_columns(layout, paths, ["text", "lang"])
+    table = read_key_columns(layout, paths, [op.column, "lang"])
     rows = requests.column("node").to_numpy() - offset
     wanted = np.unique(rows)
     docs = table.take(pa.array(wanted))
-    hashes, bounds = shingle_hashes([t or "" for t in docs.column("text").to_pylist()], op.languages(docs),
+    hashes, bounds = shingle_hashes([t or "" for t in docs.column(op.column).to_pylist()], op.languages(docs),
                                     unit=op.unit, word_ngram=op.word_ngram, char_ngram=op.char_ngram)
     sets = [np.unique(hashes[bounds[i]:bounds[i + 1]]) for i in range(len(wanted))]
     at = np.searchsorted(wanted, rows)
