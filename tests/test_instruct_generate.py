@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 from rouge_score import rouge_scorer
 
 from tests.llmserver import LLMServer

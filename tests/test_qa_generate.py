@@ -56,7 +56,7 @@ def test_pairs_accounting_cache_and_key(ray_session, shared_data, tmp_path, monk
     chunks = _chunks(shared_data)
     with LLMServer(api_key=KEY, latency=0.05) as server:
         cfg = _pipeline(tmp_path, chunks, server, max_concurrency=2)
-        result = run(cfg, progress=False)
+        run(cfg, progress=False)
         rows = _rows(tmp_path / "out")
         # The server's own pairs for each chunk, in order: every one supported (copied sentences).
         expected = [(c, p) for c in chunks for p in grounded_pairs(c, 3)]

@@ -23,7 +23,7 @@ from ylink_data.io.readers.base import Bad, Record, Split
 from ylink_data.io.readers.jsonl import read_jsonl, record_from_mapping
 from ylink_data.pipeline.stats import check_invariant
 from ylink_data.stages.sft import SftTokenize
-from ylink_data.tokens.chat import Malformed, to_messages
+from ylink_data.tokens.chat import to_messages
 from ylink_data.tokens.pack import IGNORE_INDEX, PackedBatches, pack, plan_bins
 from ylink_data.tokens.sft import load_chat_template, render_with_spans
 
