@@ -15,7 +15,8 @@ leading punctuation mark, too short), then distinct tasks drawn from the prompt'
 Evol-Instruct prompt ("#Given Prompt#:") gets the instruction with a requirement added
 (`evolved`), behind a "#Rewritten Prompt#:" label as models often write. A request asking about
 picking a lock (开锁) gets a refusal. Anything else gets `echo: <the last message>`, and with
-`seeded_echo` on, `echo (seed S): ...` for a request with a `seed`. Every answer reports
+`seeded_echo` on, `echo (seed S): ...` for a request with a `seed` (with `vary_by_seed`, followed by S
+mod 10 "!"s, so that responses differ in length and so in `judge_score`). Every answer reports
 `usage` tokens (a quarter of the characters, at least 1), summed in `usage_sent`.
 
 Misbehaviour on demand, for the next `times` requests (or those whose prompt matches `match`):
@@ -122,6 +123,7 @@ class LLMServer:
     max_in_flight: int = 0
     usage_sent: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
     seeded_echo: bool = False
+    vary_by_seed: bool = False  # with seeded_echo: a seeded echo ends in `seed` "!"s (so the judge's score differs)
 
     def __post_init__(self) -> None:
         self._faults: list[Fault] = []
@@ -254,7 +256,9 @@ class LLMServer:
         document, asked = _DOCUMENT.search(prompt), _PAIRS_ASKED.search(prompt)
         if document is None or asked is None:
             last = prompt.splitlines()[-1] if prompt else ""
-            return (f"echo (seed {seed}): " if seed is not None else "echo: ") + last
+            if seed is None:
+                return "echo: " + last
+            return f"echo (seed {seed}): {last}" + ("!" * (seed % 10) if self.vary_by_seed else "")
         pairs = grounded_pairs(document.group(1), int(asked.group(1)))
         if kind == "schema":
             return json.dumps({"questions": [p["question"] for p in pairs]}, ensure_ascii=False)
