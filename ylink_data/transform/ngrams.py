@@ -48,8 +48,11 @@ def normalise(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def tokenize(texts: pa.Array | pa.ChunkedArray) -> pa.ListArray:
-    """The tokens of each text (a list per text), normalised."""
-    return pc.utf8_split_whitespace(normalise(texts))
+    """The tokens of each text (a list per text), normalised. A text without any is an empty list
+    (null: splitting "" would give one empty token)."""
+    normalised = normalise(texts)
+    empty = pc.equal(pc.binary_length(normalised), 0)
+    return pc.utf8_split_whitespace(pc.if_else(empty, pa.scalar(None, normalised.type), normalised))
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -128,8 +131,8 @@ class Tokens:
 def token_hashes(texts: pa.Array | pa.ChunkedArray) -> Tokens:
     """Every text's tokens, hashed: each distinct token of the batch hashed once."""
     lists = tokenize(texts)
-    offsets = np.frombuffer(lists.offsets.buffers()[1], np.int32)[lists.offset:lists.offset + len(lists) + 1]
-    offsets = offsets.astype(np.int64) - offsets[0]
+    offsets = lists.offsets.to_numpy().astype(np.int64)  # a null list starts and ends where the next starts
+    offsets = offsets - offsets[0]
     words = lists.flatten()
     if len(words) == 0:
         return Tokens(np.zeros(0, np.uint64), offsets, words)
