@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..errors import YlinkError
 from .fs import HashingWriter, atomic_write, join
+from ..datagen.prompt import instruction_prompt
 
 FORMATS = ("alpaca", "sharegpt", "messages")
 # (prompt, answer) columns, the first pair a table has: qa_extract/qa_generate's, then respond's.
@@ -33,7 +34,7 @@ PROVENANCE = ("id", "source", "url", "lang", "title", "page_start", "page_end", 
 
 def needed_columns(schema: pa.Schema) -> list[str]:
     """The columns of `schema` that the JSONL records are made of."""
-    return [c for c in (*(c for pair in PAIR_COLUMNS for c in pair), *PROVENANCE) if c in schema.names]
+    return [c for c in (*(c for pair in PAIR_COLUMNS for c in pair), "input", *PROVENANCE) if c in schema.names]
 
 
 def pair_columns(names: list[str]) -> tuple[str, str] | None:
@@ -82,7 +83,10 @@ def write_sft_jsonl(fs: fsspec.AbstractFileSystem, root: str, path: str, tables:
                              "response) columns; add an op that makes them (qa_extract, qa_generate, respond)")
         columns = {c: table.column(c).to_pylist() for c in table.column_names}
         meta_names = [c for c in PROVENANCE if c in columns]
-        return [sft_record(fmt, columns[pair[0]][i], columns[pair[1]][i],
+        prompts = columns[pair[0]]
+        if pair[0] == "instruction" and "input" in columns:  # the prompt the response answered
+            prompts = [instruction_prompt(p, given) for p, given in zip(prompts, columns["input"])]
+        return [sft_record(fmt, prompts[i], columns[pair[1]][i],
                            {c: columns[c][i] for c in meta_names if columns[c][i] is not None})
                 for i in range(table.num_rows)]
 

@@ -15,7 +15,7 @@ A pair is kept only when its margin (chosen score minus rejected score) is at le
 and above 0 (equal scores state no preference), and its two texts differ.
 
 Each pair is a row, made of its chosen response's row (fan-out, id `<chosen id>#<k>`), with the
-columns `prompt` (the instruction), `chosen`, `rejected`, `chosen_score`, `rejected_score` and
+columns `prompt` (the instruction, with its `input` after a blank line as `respond` asked it), `chosen`, `rejected`, `chosen_score`, `rejected_score` and
 `margin`; its `text` is the chosen response. The other rows of the group are dropped:
 `preference_pairs:not_chosen` (the group gave pairs; the response is in them as rejected, or in
 none), `preference_pairs:no_margin` (the group gave no pair: one response, or scores too close)
@@ -31,6 +31,7 @@ import pyarrow as pa
 from pydantic import NonNegativeFloat
 
 from ..errors import YlinkError
+from ..datagen.prompt import instruction_prompt
 from . import register
 from .base import BatchResult, MapOp, fan_out
 
@@ -79,6 +80,8 @@ class PreferencePairs(MapOp):
         scores = self._column(table, self.score_column, "score_column")
         keys = self._column(table, self.group_column, "group_column")
         prompts = self._column(table, self.prompt_column, "prompt_column")
+        if self.prompt_column == "instruction" and "input" in table.column_names:  # what respond asked
+            prompts = [instruction_prompt(p, given) for p, given in zip(prompts, table.column("input").to_pylist())]
         texts = self._column(table, self.response_column, "response_column")
         groups: dict[object, list[int]] = defaultdict(list)
         reasons: dict[int, str] = {}

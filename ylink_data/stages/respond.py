@@ -28,6 +28,7 @@ from pydantic import Field
 
 from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
+from ..datagen.prompt import instruction_prompt
 from . import register
 from .base import BatchResult, fan_out
 
@@ -47,7 +48,7 @@ class Respond(LLMOp):
         self.llm = llm.model_dump() if isinstance(llm, LLMOverride) else llm
 
     def _messages(self, instruction: str, given: str | None) -> list[dict[str, str]]:
-        user = f"{instruction}\n\n{given}" if given else instruction
+        user = instruction_prompt(instruction, given)
         return ([{"role": "system", "content": self.system}] if self.system else []) + [{"role": "user", "content": user}]
 
     def process(self, table: pa.Table) -> BatchResult:
