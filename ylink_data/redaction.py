@@ -48,9 +48,17 @@ _TOKEN_SHAPES = re.compile("|".join([
 ]), re.S)
 
 
+# A tokenizer's special tokens (`eod_token: "<|endoftext|>"`, `bos_token`...) are vocabulary, not
+# credentials: masking them would hide which token ends a document from run.json and the report.
+_VOCABULARY_TOKENS = frozenset({"bos", "eos", "eod", "pad", "unk", "sep", "cls", "mask", "special"})
+
+
 def is_secret_key(name: str) -> bool:
-    """True for names such as `secret`, `api_key`, `X-Amz-Signature`, `AccountKey`, `sig`."""
+    """True for names such as `secret`, `api_key`, `X-Amz-Signature`, `AccountKey`, `sig`; not for
+    a tokenizer's special tokens (`eod_token`, `bos_token`, `pad_token`...)."""
     words = [w.lower() for w in _WORD.findall(name)]
+    if len(words) == 2 and words[1] in ("token", "tokens") and words[0] in _VOCABULARY_TOKENS:
+        return False
     return any(w in _SECRET_WORDS for w in words) or "".join(words) in _SECRET_WORDS
 
 

@@ -302,3 +302,15 @@ def test_the_report_redacts_the_quarantine_entries_it_shows_of_an_older_run(ray_
     shown = json.dumps(data.quarantine)
     assert "old-pw-planted" not in shown and "old-sig-planted" not in shown and "host.example" in shown
     assert data.quarantine_counts[("read", "unreadable")] >= 1
+
+
+def test_special_tokens_of_a_tokenizer_are_not_secrets():
+    """`eod_token: "<|endoftext|>"` names vocabulary, not a credential: kept in run.json and the
+    report; a token that is a credential under any other name is still masked."""
+    from ylink_data.redaction import is_secret_key, redact
+
+    assert not any(is_secret_key(k) for k in ("eod_token", "bos_token", "eosToken", "pad_token", "special_tokens"))
+    assert all(is_secret_key(k) for k in ("token", "access_token", "refresh_token", "auth_token", "sas_token",
+                                          "eod_token_secret"))
+    assert redact({"eod_token": "<|endoftext|>", "access_token": "abc123"}) == {
+        "eod_token": "<|endoftext|>", "access_token": "***"}
