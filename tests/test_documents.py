@@ -29,7 +29,7 @@ DOCS = REPO / "samples" / "documents"
 # this test's run (see bench/RESULTS.md, "Document readers (issue 15)"), less 0.02 and rounded down
 # (measured 2026-12-01: 1.000 on 20 files; 0.952-0.998 on the rest; equations.docx 0.999,
 # omml_func_log.docx 0.967 and omml_text_escapes_in_math.docx 0.970 since equations are LaTeX
-# (2026-12-02; the last two lose on the reference's `&lt;` / `&gt;` escapes of `<m:func>`).
+# (2026-12-01, later; the last two lose on the reference's `&lt;` / `&gt;` escapes of `<m:func>`).
 # The references are docling's own converter output for the docling files (LaTeX for equations,
 # image placeholders), pdfplumber's layout text, unstructured's OCR elements (zh_unstructured) and
 # our GBK decoding of SimFang-variant (see SOURCE.txt there).

@@ -28,7 +28,8 @@ from .wordlists import WordLists
 
 _STRICT = re.compile(rb"http://purl\.oclc\.org/ooxml/(\w+)/(\w+)")
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
-_OMATH, _EQ = _M + "oMath", "\ufffc"  # an equation's place in a paragraph's text, until display or inline is known
+# An equation's place in a paragraph's text until display or inline is known: NUL, which XML text cannot hold.
+_OMATH, _EQ = _M + "oMath", "\x00"
 _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _HEADING = re.compile(r"^(?:heading|überschrift|titre|título|标题)\s*(\d)$", re.I)
 _P, _TBL, _SDT = qn("w:p"), qn("w:tbl"), qn("w:sdt")
@@ -105,6 +106,8 @@ def _text(el, boxes: list | None = None, maths: list | None = None) -> str:
                 latex = omml_to_latex(child)
             except ValueError:  # beyond the converter: the equation's text as Word shows it
                 out.append(_text(child))
+                continue
+            if not latex:
                 continue
             if maths is None:
                 out.append(f"${latex}$")
