@@ -4,8 +4,10 @@ The body is walked in document order (paragraphs, tables, and the paragraphs and
 content controls). Headings come from paragraph styles (`Title`, `Heading N`), list items from
 numbering or list styles (indented by level, with Word's own labels: wordlists.py), tables become pipe tables
 (a merged cell's text repeated in each column it spans, as python-docx reports it). A paragraph's
-text is every text run in it, including text boxes, hyperlinks and equations (OMML `m:t`), which
-python-docx's `Paragraph.text` leaves out. Word has no stored page breaks, so there are no pages.
+text is every text run in it, including text boxes and hyperlinks, which python-docx's
+`Paragraph.text` leaves out. Equations (OMML) are LaTeX (omml.py), as docling writes them: `$...$`
+within a paragraph's text, `$$...$$` as their own blocks where a paragraph holds nothing but
+equations. Word has no stored page breaks, so there are no pages.
 """
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ from lxml import etree
 
 from .base import Bad, Record, Skip, Split
 from .document import DOCX, UNREADABLE, document, first_heading, table
+from .omml import omml_to_latex
 from .wordlists import WordLists
 
 _STRICT = re.compile(rb"http://purl\.oclc\.org/ooxml/(\w+)/(\w+)")
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+# An equation's place in a paragraph's text until display or inline is known: NUL, which XML text cannot hold.
+_OMATH, _EQ = _M + "oMath", "\x00"
 _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _HEADING = re.compile(r"^(?:heading|überschrift|titre|título|标题)\s*(\d)$", re.I)
 _P, _TBL, _SDT = qn("w:p"), qn("w:tbl"), qn("w:sdt")
@@ -89,13 +94,27 @@ def _blocks(doc, parent, numbered: WordLists) -> Iterator[str]:
                 yield from _blocks(doc, content, numbered)
 
 
-def _text(el, boxes: list | None = None) -> str:
+def _text(el, boxes: list | None = None, maths: list | None = None) -> str:
     """The text of a paragraph's runs. Text boxes go to `boxes` (or are skipped), and the VML
-    fallback copy Word keeps of each drawing (mc:Fallback) is left out: it repeats the text."""
+    fallback copy Word keeps of each drawing (mc:Fallback) is left out: it repeats the text.
+    Equations go to `maths` as LaTeX, leaving `_EQ` in the text (without `maths`, `$...$` inline)."""
     out = []
     for child in el.iterchildren():
         tag = child.tag
-        if tag in _TEXTS:
+        if tag == _OMATH:
+            try:
+                latex = omml_to_latex(child)
+            except ValueError:  # beyond the converter: the equation's text as Word shows it
+                out.append(_text(child))
+                continue
+            if not latex:
+                continue
+            if maths is None:
+                out.append(f"${latex}$")
+            else:
+                maths.append(latex)
+                out.append(_EQ)
+        elif tag in _TEXTS:
             out.append(child.text or "")
         elif tag == _TAB:
             out.append("\t")
@@ -105,14 +124,20 @@ def _text(el, boxes: list | None = None) -> str:
             if boxes is not None:
                 boxes.append(child)
         elif tag != _FALLBACK and isinstance(tag, str):
-            out.append(_text(child, boxes))
+            out.append(_text(child, boxes, maths))
     return "".join(out)
 
 
 def _paragraph(doc, p, numbered: WordLists, boxes: list) -> str:
-    text = " ".join(_text(p, boxes).split())
+    maths: list[str] = []
+    text = " ".join(_text(p, boxes, maths).split())
     if not text:
         return ""
+    # Equations alone in a paragraph are display equations unless it is a heading or list item.
+    display = "\n\n".join(f"$${m}$$" for m in maths) if maths and not text.replace(_EQ, "").strip() else ""
+    if maths:
+        pieces = text.split(_EQ)
+        text = pieces[0] + "".join(f"${m}${rest}" for m, rest in zip(maths, pieces[1:]))
     style = _style_name(doc, p)
     if style == "title":
         return "# " + text
@@ -129,7 +154,7 @@ def _paragraph(doc, p, numbered: WordLists, boxes: list) -> str:
         # "3." or "3" is a Markdown list item; other labels ("1.2.", "b)") stay as text of a bullet.
         plain = re.fullmatch(r"(\d+)\.?", label)
         return "    " * level + (f"{plain.group(1)}. " if plain else f"- {label} ") + text
-    return text
+    return display or text
 
 
 def _style_name(doc, p) -> str:
