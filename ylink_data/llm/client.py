@@ -23,6 +23,7 @@ The API key is sent in the Authorization header and nowhere else: error messages
 from __future__ import annotations
 
 import email.utils
+import importlib
 import random
 import threading
 import time
@@ -30,7 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import openai
 
 from ..redaction import MASK, redact_text
@@ -70,7 +70,8 @@ class LLMClient:
         self._openai = openai.OpenAI(
             base_url=config.base_url, api_key=config.api_key or NO_KEY, timeout=config.timeout_s, max_retries=0,
             default_headers=config.headers or None,
-            http_client=openai.DefaultHttpxClient(limits=httpx.Limits(max_connections=n, max_keepalive_connections=n)))
+            http_client=openai.DefaultHttpxClient(limits=_http_library().Limits(max_connections=n,
+                                                                                max_keepalive_connections=n)))
         self._pool = ThreadPoolExecutor(n, thread_name_prefix="llm")
         self._params = config.answer_params()
         self._secrets = tuple(v for v in (config.api_key, *config.headers.values()) if v)
@@ -199,3 +200,9 @@ def _body(exc: openai.APIStatusError) -> str:
 def _cause(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     return f"{type(cause).__name__}: {cause}" if cause else str(exc)
+
+
+def _http_library():
+    """The HTTP library the installed openai client is built on: httpx, or httpx2 from openai 3 on
+    (whose Limits the client's connection pool takes). Asked of openai itself, not assumed."""
+    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
