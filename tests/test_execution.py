@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
 import yaml
@@ -47,6 +48,23 @@ def test_the_public_names_load_on_first_use():
     ("local", None, 50, True), ("local", "auto", 50, True), ("ray", None, 1, False), ("ray", None, 0, False)])
 def test_where_a_batch_runs(execution, address, tasks, here):
     assert runs_here(RayConfig(execution=execution, address=address), tasks) is here
+
+
+def test_outside_the_main_thread_batches_run_on_ray():
+    """An op's time limit is a SIGALRM, which only the main thread gets: a run started from another
+    thread (a web server's, a notebook's executor) keeps its tasks on Ray, where limits hold."""
+    got = {}
+
+    def where() -> None:
+        got["auto"] = runs_here(RayConfig(), 1)
+        with pytest.raises(ConfigError, match=r"^ray\.execution: local .* main thread"):
+            runs_here(RayConfig(execution="local"), 1)
+        got["ray"] = runs_here(RayConfig(execution="ray"), 1)
+
+    thread = threading.Thread(target=where)
+    thread.start()
+    thread.join()
+    assert got == {"auto": False, "ray": False}
 
 
 def test_an_unknown_execution_names_the_key(tmp_path):

@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from typing import Any, Callable, Sequence
 
 from ..config import RayConfig
-from ..errors import YlinkError
+from ..errors import ConfigError, YlinkError
 from .ray_env import cluster_cpus
 
 FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
@@ -45,9 +46,15 @@ class TaskCounter:
 
 
 def runs_here(cfg: RayConfig, tasks: int) -> bool:
-    """Whether a batch of `tasks` tasks runs in this process (else on Ray): `ray.execution`."""
+    """Whether a batch of `tasks` tasks runs in this process (else on Ray): `ray.execution`. Only
+    from the main thread: ops' time limits are SIGALRM, which only the main thread gets (a Ray
+    worker runs its task there), so a run started from another thread keeps them on Ray."""
+    main = threading.current_thread() is threading.main_thread()
     if cfg.execution == "auto":
-        return cfg.address is None and tasks <= LOCAL_MAX_TASKS
+        return main and cfg.address is None and tasks <= LOCAL_MAX_TASKS
+    if cfg.execution == "local" and not main:
+        raise ConfigError("ray.execution: local runs tasks in the calling thread, which must be the main thread "
+                          "(ops' time limits are SIGALRM); start the run from it, or use auto or ray")
     return cfg.execution == "local"
 
 
