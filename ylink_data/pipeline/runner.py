@@ -1,4 +1,4 @@
-"""The driver of a run: plan, check the output folder, run the phases on Ray, publish the shards,
+"""The driver of a run: plan, check the output folder, run the phases' tasks, publish the shards,
 then write stats.json and, last, manifest.json.
 
 Tasks run on Ray, started only when a batch of tasks needs it; a batch of one task on the embedded
@@ -261,6 +261,7 @@ class Runner:
             specs.append(spec)
         label = self._phase_label(phase)
         handle = self.progress.phase(label, len(plan.tasks), len(plan.tasks) - len(specs))
+
         def on_done(i: int, marker: dict) -> None:
             markers[specs[i].task] = marker
             read = marker["stats"]["stages"].get("0")
@@ -336,6 +337,7 @@ class Runner:
         label = "publish shards" + (" and Megatron files" if megatron else "") + (
             f" and {', '.join(jsonl)} JSONL" if jsonl else "")
         handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
+
         def on_done(i: int, entry: dict) -> None:
             existing[todo[i][1]] = entry
             self.progress.advance(handle, entry["rows"])
