@@ -107,6 +107,10 @@ class OutputConfig(_Strict):
 
 class RayConfig(_Strict):
     address: str | None = None
+    # Where tasks run: `auto` runs a batch of one task in this process when Ray is the embedded one
+    # (address null), which saves starting Ray (seconds) for small runs; `ray` always on Ray; `local`
+    # always in this process, one task after another. Results are the same either way.
+    execution: Literal["auto", "ray", "local"] = "auto"
     num_cpus: int | None = Field(None, gt=0)
     object_store_memory: int | None = Field(None, gt=0)
 

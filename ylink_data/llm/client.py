@@ -29,9 +29,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 from ..redaction import MASK, redact_text
 from .cache import CachedAnswer, ResponseCache, request_key
@@ -67,6 +68,8 @@ class LLMClient:
         self.usage = Usage()
         self.cache = ResponseCache(config.cache_dir, storage_options) if config.cache and config.cache_dir else None
         n = config.max_concurrency
+        import openai  # here, not at import: it takes half a second, and every run registers this op
+
         self._openai = openai.OpenAI(
             base_url=config.base_url, api_key=config.api_key or NO_KEY, timeout=config.timeout_s, max_retries=0,
             default_headers=config.headers or None,
@@ -125,6 +128,8 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     def _once(self, messages: list[dict[str, Any]], fields: dict[str, Any], extra_body: Any) -> CachedAnswer:
+        import openai
+
         try:
             response = self._openai.chat.completions.create(
                 model=self.config.model, messages=messages, extra_body=extra_body, **fields)
@@ -205,4 +210,6 @@ def _cause(exc: BaseException) -> str:
 def _http_library():
     """The HTTP library the installed openai client is built on: httpx, or httpx2 from openai 3 on
     (whose Limits the client's connection pool takes). Asked of openai itself, not assumed."""
+    import openai
+
     return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])

@@ -1,5 +1,8 @@
-"""The driver of a run: plan, check the output folder, run the phases on Ray, publish the shards,
+"""The driver of a run: plan, check the output folder, run the phases' tasks, publish the shards,
 then write stats.json and, last, manifest.json.
+
+Tasks run on Ray, started only when a batch of tasks needs it; a batch of one task on the embedded
+Ray runs in this process through the same task functions (`submit.runs_here`, `ray.execution`).
 
 Resume is built in: every task leaves a completion marker, and a rerun of the same config skips the
 tasks that have one. Because tasks are defined by the input splits and name their outputs
@@ -29,11 +32,11 @@ from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
 from .sft import jsonl_formats, sft_section
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
-from .publish import pack_shards
+from .publish import pack_shards, publish_shard
 from .ray_env import ensure_ray
 from .stats import TaskStats, check_invariant, run_stats, token_stats
-from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, TaskCounter, submit_all  # noqa: F401 -- names tests use
-from .tasks import TaskSpec, load_marker
+from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, TaskCounter, runs_here, submit_all  # noqa: F401 -- names tests use
+from .tasks import TaskSpec, execute_task, load_marker
 
 FORMAT_VERSION = 1
 
@@ -69,6 +72,7 @@ class Runner:
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
         self.counter = TaskCounter()
+        self._ray_ready = False  # Ray starts on the first batch of tasks that runs on it
         # The last op that routes documents into output tiers decides the tier folders.
         routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
         self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
@@ -85,8 +89,6 @@ class Runner:
         if done is not None:
             return done
         write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
-        ensure_ray(self.cfg.ray)
-        self._warn_if_output_is_node_local()
         with self.progress:
             markers: dict[int, dict[int, dict]] = {}
             decisions: list[str] = []
@@ -244,6 +246,7 @@ class Runner:
 
     def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str]) -> dict[int, dict]:
         markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
+        here = self._where(len(plan.tasks) - len(markers))  # before ray.put of memory:// inputs
         specs = []
         for t, splits in enumerate(plan.tasks):
             if t in markers:
@@ -251,14 +254,13 @@ class Runner:
             spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
             if phase.index == 0:
                 spec.splits = splits
-                spec.inline = self._inline_inputs(splits)
+                spec.inline = {} if here else self._inline_inputs(splits)
             else:
                 spec.parts = [p["path"] for p in previous[t]["parts"]]
                 spec.decisions = decisions
             specs.append(spec)
         label = self._phase_label(phase)
         handle = self.progress.phase(label, len(plan.tasks), len(plan.tasks) - len(specs))
-        from .remote import execute_task_remote
 
         def on_done(i: int, marker: dict) -> None:
             markers[specs[i].task] = marker
@@ -268,13 +270,13 @@ class Runner:
             files = sum(1 for split in specs[i].splits if split.end is None)
             self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
 
-        self._submit_all(execute_task_remote, [(s,) for s in specs], on_done=on_done,
-                         describe=lambda i: _describe_task(specs[i]))
+        self._submit_all(execute_task, [(s,) for s in specs], on_done=on_done,
+                         describe=lambda i: _describe_task(specs[i]), here=here)
         self.progress.finish(handle)
         return markers
 
     def _inline_inputs(self, splits) -> dict[str, Any]:
-        """memory:// lives in this process only: ship such inputs to the workers via Ray."""
+        """memory:// lives in this process only: ship such inputs to Ray's workers."""
         inline = {}
         for split in splits:
             if split.url.startswith("memory://"):
@@ -309,10 +311,7 @@ class Runner:
         return ctx.decisions
 
     def _run_helper_tasks(self, fn: Callable, args_list: Sequence[tuple], label: str) -> list[Any]:
-        """Run `fn(*args)` for each args on Ray (used by global ops); results in input order."""
-        import ray
-
-        remote = ray.remote(num_cpus=1, max_retries=3)(fn)
+        """Run `fn(*args)` for each args as tasks (used by global ops); results in input order."""
         results: dict[int, Any] = {}
         handle = self.progress.phase(f"  {label}", len(args_list))
 
@@ -320,7 +319,7 @@ class Runner:
             results[i] = result
             self.progress.advance(handle)
 
-        self._submit_all(remote, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}")
+        self._submit_all(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}")
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
@@ -338,13 +337,12 @@ class Runner:
         label = "publish shards" + (" and Megatron files" if megatron else "") + (
             f" and {', '.join(jsonl)} JSONL" if jsonl else "")
         handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
-        from .remote import publish_shard_remote
 
         def on_done(i: int, entry: dict) -> None:
             existing[todo[i][1]] = entry
             self.progress.advance(handle, entry["rows"])
 
-        self._submit_all(publish_shard_remote, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self._submit_all(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
         self.progress.finish(handle)
         return [existing[i] for i in range(len(jobs))]
 
@@ -361,15 +359,28 @@ class Runner:
                     found[int(m.group(1))] = marker
         return found
 
-    # ------------------------------------------------------------------ Ray plumbing
+    # ------------------------------------------------------------------ scheduling
 
-    def _submit_all(self, remote, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-                    describe: Callable[[int], str]) -> None:
+    def _where(self, tasks: int) -> bool:
+        """Whether a batch of `tasks` tasks runs in this process; if not, Ray is up when this returns."""
+        here = runs_here(self.cfg.ray, tasks)
+        if not here and not self._ray_ready:
+            ensure_ray(self.cfg.ray)
+            self._warn_if_output_is_node_local()
+            self._ray_ready = True
+        return here
+
+    def _submit_all(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
+                    describe: Callable[[int], str], here: bool | None = None) -> None:
+        """`fn(*args)` for each args, in this process or on Ray (`_where` unless `here` is given)."""
+        if here is None:
+            here = self._where(len(args_list))
+
         def done(i: int, result: Any) -> None:
             on_done(i, result)
             self.counter.completed_one()
 
-        submit_all(remote, args_list, done, describe)
+        submit_all(fn, args_list, done, describe, here)
 
 
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ bench/bench_tokenize.py: not slower per core, and no oversubscription.
 from __future__ import annotations
 
 import os
+import sys
 
 import pyarrow as pa
 
@@ -69,9 +70,8 @@ class Tokenize(MapOp):
 def use_task_cpus() -> int | None:
     """In a Ray worker, let the tokenizers library use the CPUs the task holds and no more; returns
     that number (None outside a worker: a driver or a script keeps the library's default)."""
-    import ray
-
-    if not ray.is_initialized():
+    ray = sys.modules.get("ray")  # a task run in the driver (ray.execution) must not import Ray
+    if ray is None or not ray.is_initialized():
         return None
     ctx = ray.get_runtime_context()
     if ctx.worker.mode != ray._private.worker.WORKER_MODE:  # no public name for it

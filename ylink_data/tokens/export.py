@@ -177,16 +177,16 @@ def _run_jobs(jobs: list[ShardJob], todo: list[int], entries: dict[int, dict], r
     from ..config import RayConfig
     from ..pipeline.progress import RunProgress
     from ..pipeline.ray_env import ensure_ray
-    from ..pipeline.submit import TaskCounter, submit_all
+    from ..pipeline.submit import TaskCounter, runs_here, submit_all
 
     bar = RunProgress(progress)
     with bar:
         handle = bar.phase(f"export megatron: {shown}", len(jobs), len(jobs) - len(todo))
         if todo:
-            import ray
-
-            ensure_ray(RayConfig(address=ray_address))
-            remote = ray.remote(num_cpus=1, max_retries=3)(export_shard)
+            cfg = RayConfig(address=ray_address)
+            here = runs_here(cfg, len(todo))  # one shard: in this process, without starting Ray
+            if not here:
+                ensure_ray(cfg)
             counter = TaskCounter()
 
             def done(k: int, entry: dict) -> None:
@@ -194,14 +194,14 @@ def _run_jobs(jobs: list[ShardJob], todo: list[int], entries: dict[int, dict], r
                 bar.advance(handle, entry["documents"])
                 counter.completed_one()
 
-            submit_all(remote, [(jobs[i],) for i in todo], done,
-                       describe=lambda k: f"shard {jobs[todo[k]].path}",
+            submit_all(export_shard, [(jobs[i],) for i in todo], done,
+                       describe=lambda k: f"shard {jobs[todo[k]].path}", here=here,
                        resume_hint="rerun the same export to resume")
         bar.finish(handle)
 
 
 def export_shard(job: ShardJob) -> dict[str, Any]:
-    """One shard's pair (a Ray task): written, then recorded in its marker; returns the pair's entry."""
+    """One shard's pair (a task): written, then recorded in its marker; returns the pair's entry."""
     from ..cache.verified import VerifiedShards
 
     fs, root = filesystem(job.run_url, job.run_options)
