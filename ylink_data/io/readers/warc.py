@@ -23,7 +23,12 @@ warcio reports a damaged record (broken header, no Content-Length, corrupt or tr
 short content) as `Bad` and resumes at the next record instead of losing the rest of the file (in
 an uncompressed ARC, the next line that is an ARC header line: an ARC has no `WARC/1.` to find). A
 large .warc.gz can be read as several byte-range splits, each starting at the first gzip member at
-or after its start offset.
+or after its start offset, and so can an uncompressed WARC, each split starting at the first
+`WARC/1.` line at or after its start (a split reads every record that starts before its end, and
+warcio's next record always starts at such a line, so splits meet exactly; only a record whose
+payload is itself an uncompressed WARC, crossing a split's start, would have that payload read as
+records too: read such a file whole, with split_bytes above its size). An uncompressed ARC is read
+whole by its first split: an ARC header line is too plain a line to cut a file at.
 """
 from __future__ import annotations
 
@@ -83,8 +88,10 @@ def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
             stream = _Inflated(f, keep=max_record_bytes + _HEADER_ROOM + 2 * _SCAN_CHUNK)
             yield from _read_inflated(stream, max_record_bytes)
         return
-    end = split.end if split.end is not None else float("inf")
     layout = GZIP if gz else _uncompressed_layout(head)
+    if layout == ARC_LINES and split.start > 0:
+        return  # an ARC header line is too plain to cut the file at: the split at 0 reads it all
+    end = split.end if split.end is not None and layout != ARC_LINES else float("inf")
     pos = split.start if split.start == 0 else next_record_start(f, split.start, layout)
     yield from _records(f, pos, end, layout, max_record_bytes)
 
