@@ -2,10 +2,18 @@
 same file, in the same process, one core each. Goal: spine overhead over warcio at most 20%.
 
     .venv/bin/python bench/bench_spine.py [--copies 40] [--repeats 3]
+    .venv/bin/python bench/bench_spine.py --cpu [--repeats 5]
 
 The input is the bundled real crawl (samples/crawl/*.warc.gz) concatenated `--copies` times into one
 .warc.gz (gzip members concatenate into a valid multi-member file). Ray is started before timing, so
 the spine's number is planning + reading + Parquet writing + publishing + manifest, not Ray start-up.
+
+`--cpu` measures CPU time (time.process_time) in this one process instead of wall time, which other
+jobs on a shared machine disturb far less: warcio's iteration, the pipeline's WARC reader alone
+(records out, nothing built), and the spine's task run in-process (the code a Ray worker runs:
+reading, Arrow batches, Parquet with each `--compressions`, sha256, the marker), where the parts
+written are counted too. The spine minus the reader is the cost of the output, which warcio does
+not pay.
 """
 from __future__ import annotations
 
@@ -72,11 +80,73 @@ def spine(path: Path, out: Path) -> tuple[float, int]:
     return time.perf_counter() - started, stats["input_records"]
 
 
+def cpu_warcio(path: Path) -> float:
+    started = time.process_time()
+    bare_warcio(path)
+    return time.process_time() - started
+
+
+def cpu_reader(path: Path) -> float:
+    """The pipeline's WARC reader alone: every record as Record / Skip / Bad, nothing built."""
+    from ylink_data.config import InputConfig
+    from ylink_data.io.readers import Split, open_split, read_split
+
+    started = time.process_time()
+    split = Split(str(path), "warc", path.stat().st_size)
+    with open_split(split, {}) as f:
+        for _ in read_split(split, f, InputConfig(paths=[str(path)])):
+            pass
+    return time.process_time() - started
+
+
+def cpu_spine_task(path: Path, out: Path, compression: str) -> tuple[float, int]:
+    """The spine's one task in this process, as a Ray worker runs it: (CPU seconds, bytes written)."""
+    from ylink_data.config import load_config
+    from ylink_data.pipeline.runner import Runner
+    from ylink_data.pipeline.tasks import TaskSpec, execute_task
+
+    shutil.rmtree(out, ignore_errors=True)
+    cfg = load_config({"name": "bench-spine", "input": {"paths": [str(path)], "split_bytes": 1 << 40},
+                       "output": {"path": str(out), "compression": compression}, "stages": []}, {})
+    started = time.process_time()
+    plan = Runner(cfg, progress=False).plan()
+    marker = execute_task(TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0]))
+    return time.process_time() - started, sum(p["bytes"] for p in marker["parts"])
+
+
+def main_cpu(path: Path, repeats: int, compressions: list[str]) -> None:
+    out = REPO / "bench" / "_out" / "spine-cpu"
+    times: dict[str, list[float]] = {"warcio": [], "reader": [], **{c: [] for c in compressions}}
+    written: dict[str, int] = {}
+    for _ in range(repeats):  # interleaved
+        times["warcio"].append(cpu_warcio(path))
+        times["reader"].append(cpu_reader(path))
+        for c in compressions:
+            t, written[c] = cpu_spine_task(path, out, c)
+            times[c].append(t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    w = med["warcio"]
+    print(f"input: {path.name}, {path.stat().st_size / 1e6:.1f} MB compressed; CPU seconds, median of {repeats}")
+    print(f"warcio iteration        : {w:.2f} s")
+    print(f"ylink reader alone      : {med['reader']:.2f} s  ({med['reader'] / w:.2f} x warcio)")
+    for c in compressions:
+        print(f"ylink spine task, {c:6s}: {med[c]:.2f} s  ({med[c] / w:.2f} x warcio, overhead "
+              f"{100 * (med[c] / w - 1):+.0f}%); output {written[c] / 1e6:.1f} MB; output costs "
+              f"{med[c] - med['reader']:.2f} s")
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
+          f"date {dt.date.today()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cpu", action="store_true", help="CPU time in this process (see the module doc)")
+    ap.add_argument("--compressions", default="zstd,lz4,snappy,none")
     args = ap.parse_args()
+    if args.cpu:
+        main_cpu(build_input(args.copies), args.repeats, args.compressions.split(","))
+        return
 
     import ray
 

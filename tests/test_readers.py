@@ -314,6 +314,85 @@ def test_warc_gz_byte_ranges_yield_each_record_once():
         assert offsets == sorted(o for o in members if split.start <= o < end)
 
 
+UNCOMPRESSED = SAMPLES / "CC-MAIN-2014-35-excerpt.warc"
+
+
+@pytest.mark.parametrize("split_bytes", [1000, 7777, 50_000])
+def test_uncompressed_warc_byte_ranges_yield_each_record_once(split_bytes):
+    whole, whole_splits = read_all(UNCOMPRESSED)
+    assert len(whole_splits) == 1
+    offsets = [o for o, *_ in warc_records(UNCOMPRESSED)]
+    assert [i.offset for i in whole] == offsets
+    items, splits = read_all(UNCOMPRESSED, split_bytes=split_bytes)
+    assert len(splits) == -(-UNCOMPRESSED.stat().st_size // split_bytes) > 1
+    assert any(s.start not in offsets for s in splits[1:]), "split starts fall inside records"
+    assert items == whole
+
+
+@pytest.mark.parametrize("damage", ["short payload", "broken first line"])
+def test_uncompressed_warc_split_at_a_damaged_record(tmp_path, damage):
+    """Whichever byte a split ends at, around a damaged record, the two splits together read what the
+    whole file gives: no record is read twice or by neither. With a broken first line, the record
+    after the split's end is one the next split cannot find (it looks for `WARC/1.` lines): this
+    split reads it (Bad) and goes on to where the next one starts."""
+    data = UNCOMPRESSED.read_bytes()
+    offsets = [o for o, *_ in warc_records(UNCOMPRESSED)]
+    if damage == "short payload":  # the third record's Content-Length reaches into the fourth
+        damaged = data[:offsets[3] - 300] + data[offsets[3] - 100:]
+    else:
+        assert data[offsets[3]:offsets[3] + 8] == b"WARC/1.0"
+        damaged = data[:offsets[3]] + b"WARX" + data[offsets[3] + 4:]
+    path = tmp_path / "damaged.warc"
+    path.write_bytes(damaged)
+    whole, _ = read_all(path)
+    assert len([i for i in whole if isinstance(i, Bad)]) == 1
+    for cut in range(offsets[2] - 50, offsets[4], 97):  # split ends in and around the damage
+        first = Split(str(path), "warc", len(damaged), 0, cut)
+        second = Split(str(path), "warc", len(damaged), cut, None)
+        items = []
+        for split in (first, second):
+            with open_split(split, {}) as f:
+                items.extend(read_split(split, f, InputConfig(paths=[str(path)])))
+        assert items == whole, f"split at {cut}"
+
+
+def test_an_uncompressed_arc_is_read_whole_by_its_first_split(tmp_path):
+    """An ARC header line is too plain to cut a file at: the first split reads it all."""
+    from .chaos.test_warc_parser_equivalence import real_arc
+
+    path = tmp_path / "crawl.arc"
+    path.write_bytes(b"".join(real_arc(6)))
+    whole, _ = read_all(path)
+    assert [type(i) for i in whole] == [Skip] + [Record] * 6
+    items, splits = read_all(path, split_bytes=2000)
+    assert len(splits) > 2 and items == whole
+
+
+def test_task_size_follows_the_input_when_split_bytes_is_null():
+    mib = 1 << 20
+    cfg = InputConfig(paths=["x"])
+    assert cfg.split_bytes is None
+    # one 300 MiB .warc.gz: 16 equal pieces of 18.75 MiB (300 / 16)
+    splits = plan_splits([InputFile("big.warc.gz", 300 * mib)], cfg, no_options)
+    assert [(s.start, s.end) for s in splits] == [(k * 300 * mib // 16, (k + 1) * 300 * mib // 16 if k < 15 else None)
+                                                  for k in range(16)]
+    # 50 MiB: pieces of at least 8 MiB, 7 of them rounded up to an even 8 (6.25 MiB each)
+    splits = plan_splits([InputFile("mid.jsonl", 50 * mib)], cfg, no_options)
+    assert len(splits) == 8 and splits[1].start == 50 * mib // 8
+    # 4 GiB: pieces of at most 256 MiB
+    assert len(plan_splits([InputFile("huge.warc", 4096 * mib)], cfg, no_options)) == 16
+    # a small file stays whole
+    assert plan_splits([InputFile("small.warc.gz", 5 * mib)], cfg, no_options) == [
+        Split("small.warc.gz", "warc", 5 * mib, 0, None)]
+    # 40 files of 1 MiB: 40 MiB in all, tasks of 8 MiB, so 5 tasks of 8 files
+    files = [InputFile(f"f{k:02d}.warc.gz", mib) for k in range(40)]
+    tasks = group_splits(plan_splits(files, cfg, no_options), cfg.split_bytes)
+    assert [len(t) for t in tasks] == [8] * 5
+    # and a set split_bytes is taken as it is
+    assert len(plan_splits([InputFile("big.warc.gz", 300 * mib)], InputConfig(paths=["x"], split_bytes=100 * mib),
+                           no_options)) == 3
+
+
 def test_parquet_row_groups_are_split(tmp_path):
     objs = [json.loads(line) for line in jsonl_lines()]
     path = tmp_path / "cc_en.parquet"
@@ -560,7 +639,7 @@ def test_bad_items_carry_offsets_not_exceptions(tmp_path):
 @pytest.mark.parametrize("name", ["CC-MAIN-2020-34-excerpt.warc.gz", "dolma-wget-sample-0000.warc.gz",
                                   "trafilatura-eval-pages.warc.gz", "CC-MAIN-2024-22-whirlwind.warc.gz"])
 def test_fast_path_reads_the_bulk_and_warcio_agrees(name, monkeypatch):
-    """FastWARC vouches for every gzip member of the samples but the responses whose payload is
+    """The fast path vouches for every gzip member of the samples but the responses whose payload is
     chunked (wget keeps the transfer encoding; warcio undoes it), and the result equals what warcio
     alone produces (tests/chaos/test_warc_parser_equivalence.py checks every WARC for that)."""
     from ylink_data.io.readers import warc
@@ -579,7 +658,7 @@ def test_fast_path_reads_the_bulk_and_warcio_agrees(name, monkeypatch):
     monkeypatch.setattr(warc, "_fast_item", counting)
     with open(path, "rb") as f:
         hybrid = list(read_split(split, f, cfg))
-    monkeypatch.setattr(warc, "FastArchiveIterator", None)
+    monkeypatch.setattr(warc, "FAST_PATH", False)
     with open(path, "rb") as f:
         warcio_only = list(read_split(split, f, cfg))
     assert hybrid == warcio_only

@@ -57,9 +57,11 @@ class InputConfig(_Strict):
     # JSONL/Parquet rows are conversations (messages, ShareGPT, Alpaca) for `sft_tokenize`: their
     # conversation fields become `text` as one JSON object (ylink_data/io/readers/jsonl.py).
     chat: bool = False
-    # Files larger than this are split into several tasks where the format allows it
-    # (uncompressed JSONL by byte range, Parquet by row group, .warc.gz by gzip member).
-    split_bytes: int = Field(256 * MiB, gt=0)
+    # Files larger than this are split into several tasks where the format allows it (uncompressed
+    # JSONL and WARC by byte range, Parquet by row group, .warc.gz by gzip member), and small files
+    # are packed into tasks of about this size. null: sized from the input, about 16 tasks of 8 to
+    # 256 MiB each (io/readers/__init__.py, task_bytes), so that every core has work to the end.
+    split_bytes: int | None = Field(None, gt=0)
     # A record (WARC record, JSONL line, text/HTML file) above this size is quarantined, not read.
     max_record_bytes: int = Field(32 * MiB, gt=0)
     # PDF pages without a usable text layer: quarantined as `needs_ocr` (false), or read by the

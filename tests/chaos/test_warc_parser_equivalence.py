@@ -44,14 +44,14 @@ CFG = InputConfig(paths=["unused"])
 
 
 def read(data: bytes, *, warcio_only: bool = False) -> list:
-    """Every item of a whole WARC file, read by the pipeline's reader (FastWARC where it can vouch
+    """Every item of a whole WARC file, read by the pipeline's reader (the fast path where it can vouch
     for a record), or by warcio alone."""
-    saved = warc_reader.FastArchiveIterator
-    warc_reader.FastArchiveIterator = None if warcio_only else saved
+    saved = warc_reader.FAST_PATH
+    warc_reader.FAST_PATH = not warcio_only and saved
     try:
         return list(read_split(Split("mem.warc", "warc", len(data)), io.BytesIO(data), CFG))
     finally:
-        warc_reader.FastArchiveIterator = saved
+        warc_reader.FAST_PATH = saved
 
 
 # ----------------------------------------------------------------------------- real files

@@ -1,7 +1,8 @@
 """Publishing: the final phase's parts become shards of about `shard_bytes` in data/.
 
 Parts are packed in task order, so shard contents depend on the input only. A shard made of one
-part is hard-linked (no bytes copied) or server-side copied; several parts are concatenated.
+part is hard-linked (no bytes copied) or server-side copied; several small parts are concatenated
+(a part of 4 MiB or more is never rewritten: LINKED_PART_BYTES).
 The parts stay until the manifest is written, so a crash mid-publish can simply redo a shard.
 With `output.megatron`, the same task writes the shard's Megatron .bin/.idx pair from its
 `token_ids` column before the shard's marker, which records the pair's entry; with
@@ -25,13 +26,24 @@ from .megatron import MegatronPlan, pair_prefix
 from .sft import KINDS, jsonl_columns
 
 
+# Merging parts into one shard rewrites them (inflate, re-encode, compress again: about what writing
+# them cost) in one task, which runs while every other core waits: a part of this size or more is a
+# shard of its own (hard-linked, no byte copied). Only smaller parts are merged, to spare readers a
+# crowd of tiny files; a filter that keeps little leaves little to rewrite.
+LINKED_PART_BYTES = 4 * 1024 * 1024
+
+
 def pack_shards(parts: list[dict[str, Any]], shard_bytes: int) -> list[list[dict[str, Any]]]:
+    """Consecutive parts into shards of at most `shard_bytes`; a part of min(shard_bytes,
+    LINKED_PART_BYTES) or more alone."""
+    alone = min(shard_bytes, LINKED_PART_BYTES)
     groups: list[list[dict[str, Any]]] = []
     size = 0
     for part in parts:
         if part["rows"] == 0:
             continue
-        if not groups or size + part["bytes"] > shard_bytes:
+        big = part["bytes"] >= alone
+        if not groups or big or size + part["bytes"] > shard_bytes or groups[-1][-1]["bytes"] >= alone:
             groups.append([])
             size = 0
         groups[-1].append(part)

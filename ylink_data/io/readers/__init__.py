@@ -23,6 +23,14 @@ from .text import read_html, read_text
 from .warc import read_warc
 
 _REMOTE_BUFFER = 1 << 20
+_MiB = 1 << 20
+# input.split_bytes: null (the default) sizes tasks from the input: about TASKS_WANTED of them, so
+# that two to eight workers all stay busy to the end (with n tasks on two workers, the last one runs
+# alone at most 1/n of the time), but none under MIN_TASK_BYTES (a task's fixed costs: a Ray call,
+# its part files, its marker) nor over MAX_TASK_BYTES (memory, and a retry's lost work). The size
+# depends on the input alone, never on the cluster: a run resumed on another machine plans the
+# same tasks, and its output is the same.
+TASKS_WANTED, MIN_TASK_BYTES, MAX_TASK_BYTES = 16, 8 * _MiB, 256 * _MiB
 _COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
 _FORMATS = {
     ".warc": "warc", ".arc": "warc", ".wat": "warc",
@@ -48,8 +56,11 @@ def split_extension(url: str) -> tuple[str | None, str | None]:
 
 
 def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -> list[Split]:
-    """Cut each input file into the splits that tasks read."""
+    """Cut each input file into the splits that tasks read: pieces of input.split_bytes, or with
+    split_bytes null, an even number of equal pieces of about `task_bytes` (two workers finish a
+    file's pieces together)."""
     splits: list[Split] = []
+    target = task_bytes(files, cfg.split_bytes)
     for file in files:
         fmt, compression = split_extension(file.url)
         if cfg.format != "auto":
@@ -71,19 +82,22 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
             if compression not in (None, "gzip"):
                 raise InputError(f"{file.url}: WARC files are read uncompressed or gzip-compressed per record; "
                                  f"recompress it with `warcio recompress`")
-            # WARC gzip is per record, read member by member: not a whole-file decompression.
-            pieces = _byte_ranges(size, cfg.split_bytes) if compression == "gzip" else [(0, None)]
+            # WARC gzip is per record, read member by member: not a whole-file decompression. An
+            # uncompressed WARC is cut by byte range too (warc.py: a split starts at the first
+            # `WARC/1.` line at or after its start); an ARC is read whole by its first split.
+            pieces = _byte_ranges(size, _step(size, target, cfg.split_bytes))
             splits += [Split(file.url, "warc", size, s, e) for s, e in pieces]
         elif fmt == "jsonl" and compression is None:
-            splits += [Split(file.url, fmt, size, s, e) for s, e in _byte_ranges(size, cfg.split_bytes)]
-        elif fmt == "parquet" and size and size > cfg.split_bytes:
+            pieces = _byte_ranges(size, _step(size, target, cfg.split_bytes))
+            splits += [Split(file.url, fmt, size, s, e) for s, e in pieces]
+        elif fmt == "parquet" and size and size > target:
             fs, path = filesystem(file.url, storage_options_for(file.url))
             with fs.open(path, "rb") as f:
                 groups = row_group_count(f)
             if groups is None:  # not readable Parquet: one split, whose reader quarantines the file
                 splits.append(Split(file.url, fmt, size, 0, None, compression))
                 continue
-            per = max(1, math.ceil(groups / math.ceil(size / cfg.split_bytes)))
+            per = max(1, math.ceil(groups / _pieces(size, target, cfg.split_bytes)))
             splits += [Split(file.url, fmt, size, g, min(g + per, groups)) for g in range(0, groups, per)]
         else:
             splits.append(Split(file.url, fmt, size, 0, None, compression))
@@ -112,6 +126,26 @@ def sniff_format(url: str, storage_options: dict[str, Any]) -> str | None:
     return None
 
 
+def task_bytes(files: list[InputFile], split_bytes: int | None) -> int:
+    """How many input bytes a task reads: input.split_bytes when set, else sized from the input."""
+    if split_bytes:
+        return split_bytes
+    total = sum(f.size or 0 for f in files)
+    return min(MAX_TASK_BYTES, max(MIN_TASK_BYTES, math.ceil(total / TASKS_WANTED)))
+
+
+def _pieces(size: int, target: int, split_bytes: int | None) -> int:
+    """How many pieces a file of `size` is cut into: with split_bytes null, an even number."""
+    n = max(1, math.ceil(size / target))
+    return n + 1 if n > 1 and n % 2 and not split_bytes else n
+
+
+def _step(size: int | None, target: int, split_bytes: int | None) -> int:
+    if split_bytes or not size:
+        return split_bytes or target
+    return math.ceil(size / _pieces(size, target, split_bytes))
+
+
 def _byte_ranges(size: int | None, step: int) -> list[tuple[int, int | None]]:
     if not size or size <= step:
         return [(0, None)]
@@ -119,9 +153,13 @@ def _byte_ranges(size: int | None, step: int) -> list[tuple[int, int | None]]:
     return [(s, s + step if s + step < size else None) for s in starts]
 
 
-def group_splits(splits: list[Split], target_bytes: int, max_files: int = 512) -> list[list[Split]]:
+def group_splits(splits: list[Split], target_bytes: int | None, max_files: int = 512) -> list[list[Split]]:
     """Tasks: a split of a large file alone, consecutive small whole files packed together up to
-    `target_bytes`, so that ten thousand small files do not become ten thousand tasks."""
+    `target_bytes` (None: input.split_bytes null, sized from the input as `task_bytes` does), so
+    that ten thousand small files do not become ten thousand tasks."""
+    if not target_bytes:
+        files = {s.url: InputFile(s.url, s.size) for s in splits}
+        target_bytes = task_bytes(list(files.values()), None)
     tasks: list[list[Split]] = []
     batch: list[Split] = []
     batch_bytes = 0
@@ -244,4 +282,4 @@ def _read_document(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Rec
 
 
 __all__ = ["Split", "Record", "Skip", "Bad", "plan_splits", "group_splits", "open_split", "read_split",
-           "split_extension"]
+           "split_extension", "task_bytes"]

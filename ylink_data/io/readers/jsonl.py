@@ -39,7 +39,9 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
     pos = split.start
     if pos:
         f.seek(pos - 1)
-        pos += len(f.readline()) - 1  # finish the line that started in the previous split
+        # finish the line that started in the previous split, a piece at a time: it may be a huge
+        # line that the previous split quarantines, not to be held in memory here either
+        pos += _skip_rest_of_line(f) - 1
     end = split.end if split.end is not None else float("inf")
     while pos < end:
         try:

@@ -3,16 +3,19 @@
 Two parsers, one result: a record gives the same `Record` / `Skip` / `Bad` whichever parser reads
 it, and damage in one record never changes what its neighbours give.
 
-- A .warc.gz is read gzip member by gzip member (one record each). Each member is inflated here,
-  parsed by FastWARC (compiled, several times faster than warcio) and checked: the member must hold
-  exactly one record that fills it (WARC header, Content-Length bytes, CRLF CRLF), with headers in
-  the plain form both parsers read alike, and a response must carry usable HTTP headers (CRLF line
-  ends, a status, a Content-Type, no transfer or content encoding to undo). A member that fails a
-  check, cannot be inflated or is larger than input.max_record_bytes is read by warcio instead,
-  that one member only; FastWARC goes on at the next. ClueWeb09's responses, for instance, end
-  their HTTP headers with bare LF: FastWARC splits them in the wrong place, warcio reads them.
+- A .warc.gz is read gzip member by gzip member (one record each). Each member is inflated here
+  and read straight from its bytes by the fast path, after checks: the member must hold exactly
+  one record that fills it (WARC header, Content-Length bytes, CRLF CRLF), with headers in the
+  plain form (CRLF lines, each a token, a colon and a value; the WARC header in ASCII), and a
+  response must carry usable HTTP headers (the same form, a status, an ASCII Content-Type, no
+  transfer or content encoding to undo). The few headers used are read as warcio reads them (first
+  of a repeated name, value stripped). A member that fails a check, cannot be inflated or is larger
+  than input.max_record_bytes is read by warcio instead, that one member only; the fast path goes
+  on at the next. ClueWeb09's responses, for instance, end their HTTP headers with bare LF: warcio
+  reads them. (The fast path replaced FastWARC, issue 17: once a member is checked, parsing it
+  again in C++ cost more than reading the few headers needed, about 0.3 s of CPU per 333 MB.)
 - Uncompressed WARC, WET and ARC files are read by warcio alone: nothing there marks where a record
-  ends but its own Content-Length, so FastWARC's framing could not be checked (and it is no faster).
+  ends but its own Content-Length, so the fast path's framing could not be checked.
 - A file gzipped whole (`gzip x.warc`: its first gzip member holds more than one record) is read
   the same way, as one inflated stream; a record's offset is its offset in that stream (what
   `zcat` gives). Nothing in the compressed bytes marks where a record starts, so the split at 0
@@ -23,7 +26,12 @@ warcio reports a damaged record (broken header, no Content-Length, corrupt or tr
 short content) as `Bad` and resumes at the next record instead of losing the rest of the file (in
 an uncompressed ARC, the next line that is an ARC header line: an ARC has no `WARC/1.` to find). A
 large .warc.gz can be read as several byte-range splits, each starting at the first gzip member at
-or after its start offset.
+or after its start offset, and so can an uncompressed WARC, each split starting at the first
+`WARC/1.` line at or after its start (a split reads every record that starts before its end, and
+warcio's next record always starts at such a line, so splits meet exactly; only a record whose
+payload is itself an uncompressed WARC, crossing a split's start, would have that payload read as
+records too: read such a file whole, with split_bytes above its size). An uncompressed ARC is read
+whole by its first split: an ARC header line is too plain a line to cut a file at.
 """
 from __future__ import annotations
 
@@ -36,11 +44,9 @@ from typing import IO, Generator, Iterator
 
 from warcio.archiveiterator import ArchiveIterator
 
-try:
-    from fastwarc.warc import ArchiveIterator as FastArchiveIterator
-except ImportError:  # pragma: no cover - a core dependency; warcio alone still reads everything
-    FastArchiveIterator = None
-try:  # members are inflated here: zlib-ng is about 1.7x faster than the system zlib, as fast as FastWARC
+# The fast path (_fast_item) reads the plain records; tests turn it off to compare with warcio alone.
+FAST_PATH = True
+try:  # members are inflated here: zlib-ng is about 1.7x faster than the system zlib
     from zlib_ng import zlib_ng as inflate_lib
 except ImportError:  # pragma: no cover - a core dependency; the standard zlib gives the same bytes
     inflate_lib = zlib
@@ -56,7 +62,7 @@ _HTML_TYPES = ("text/html", "application/xhtml")
 _TOO_LARGE = "record larger than input.max_record_bytes"
 _MANY_RECORDS = ("a gzip member holds more than one WARC record (gzip files concatenated?); "
                  "recompress the file with `warcio recompress`")
-# Header blocks in the one form that FastWARC and warcio split alike: CRLF line ends, no folded
+# Header blocks in the one form that the fast path and warcio read alike: CRLF line ends, no folded
 # lines, every line a token, a colon and a value.
 _HEADER_LINES = rb"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*\r\n)*\r\n"
 _WARC_HEAD = re.compile(rb"WARC/\d+\.\d+\r\n" + _HEADER_LINES)
@@ -83,8 +89,10 @@ def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
             stream = _Inflated(f, keep=max_record_bytes + _HEADER_ROOM + 2 * _SCAN_CHUNK)
             yield from _read_inflated(stream, max_record_bytes)
         return
-    end = split.end if split.end is not None else float("inf")
     layout = GZIP if gz else _uncompressed_layout(head)
+    if layout == ARC_LINES and split.start > 0:
+        return  # an ARC header line is too plain to cut the file at: the split at 0 reads it all
+    end = split.end if split.end is not None and layout != ARC_LINES else float("inf")
     pos = split.start if split.start == 0 else next_record_start(f, split.start, layout)
     yield from _records(f, pos, end, layout, max_record_bytes)
 
@@ -238,9 +246,9 @@ def _read_members(f: IO[bytes], pos: int, end: float, layout: str,
 
 
 def _member_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Skip | Bad | None:
-    """The record that one inflated gzip member holds: FastWARC's reading where it can vouch for
-    it, warcio's otherwise."""
-    item = _fast_item(offset, data, max_record_bytes) if FastArchiveIterator is not None else None
+    """The record that one inflated gzip member holds: the fast path's reading where it can vouch
+    for it, warcio's otherwise."""
+    item = _fast_item(offset, data, max_record_bytes) if FAST_PATH else None
     if item is not None:
         return item
     items = _read_from(io.BytesIO(data), 0, float("inf"), WARC_LINES, max_record_bytes)
@@ -374,48 +382,68 @@ class _GzipMembers:
 
 
 def _fast_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Skip | Bad | None:
-    """The member's record as FastWARC reads it, or None where warcio must decide."""
+    """The member's record read straight from its bytes, or None where warcio must decide. Only
+    header blocks in the plain form (_WARC_HEAD, _HTTP_HEAD) are read here, and as warcio reads
+    them (`_headers`); anything else is warcio's."""
     head = _WARC_HEAD.match(data)
     if head is None or not data.endswith(b"\r\n\r\n") or not head.group().isascii():
         return None
-    try:
-        rec = next(iter(FastArchiveIterator(io.BytesIO(data), parse_http=True, auto_decode="none",
-                                            fsspec_args=False)), None)
-    except Exception:  # bytes in memory, so not the storage: FastWARC rejects them, warcio says why
-        return None
-    length = rec.headers.get("Content-Length") if rec is not None else None
+    headers = _headers(_WARC_NAMES, head.group())
+    length = headers.get(b"content-length")
     if not (length and length.isdigit() and head.end() + int(length) + 4 == len(data)):
         return None  # not exactly one record filling the member
-    headers = rec.headers
-    rtype = headers.get("WARC-Type") or ""
-    status, content_type = None, headers.get("Content-Type") or ""
+    rtype = headers.get(b"warc-type") or ""
+    status, content_type = None, headers.get(b"content-type") or ""
     payload_start, payload_end = head.end(), head.end() + int(length)
-    uri = _target_uri(headers.get("WARC-Target-URI")) or ""
+    uri = _target_uri(headers.get(b"warc-target-uri")) or ""
     if rtype in ("response", "request", "revisit") and not uri:
         return None  # warcio cannot read these without a target URI: leave it to say so
     if rtype == "response" and uri.startswith(("http:", "https:")):
-        http = _usable_http(rec, data, payload_start, payload_end)
+        http = _usable_http(data, payload_start, payload_end)
         if http is None:
             return None
         payload_start, status, content_type = http
-    elif rtype == "response" or (rtype in ("conversion", "resource") and rec.is_http_parsed):
+    elif rtype == "response" or (rtype in ("conversion", "resource") and (
+            content_type.lower().startswith("application/http") or data.startswith(b"HTTP/", payload_start))):
         return None  # warcio reads no HTTP headers here: leave it to say what the record holds
-    # the payload straight from the member (FastWARC's reader would copy it through a Python stream)
-    payload = io.BytesIO(data[payload_start:payload_end])
-    return _to_item(offset, rtype, headers.get, status, content_type, payload, max_record_bytes)
+    return _to_item(offset, rtype, lambda name: headers.get(name.lower().encode()), status, content_type,
+                    data[payload_start:payload_end], max_record_bytes)
 
 
-def _usable_http(rec, data: bytes, start: int, end: int) -> tuple[int, int, str] | None:
-    """(payload start, status, Content-Type) of a response's HTTP headers, when FastWARC and warcio
-    must read them alike: plain CRLF lines within the record, a status, an ASCII Content-Type, and
-    no transfer or content encoding (warcio undoes those with fallbacks of its own)."""
+def _header_names(*names: str) -> re.Pattern:
+    """Finds the header lines of these names in a plain-form block (each line follows a CRLF)."""
+    return re.compile(rb"\r\n(%s):([^\r\n]*)" % b"|".join(re.escape(n.encode()) for n in names), re.I)
+
+
+# The WARC headers _fast_item and _to_item look at, and the HTTP headers _usable_http does.
+_WARC_NAMES = _header_names("Content-Length", "WARC-Type", "Content-Type", "WARC-Target-URI", "WARC-Record-ID",
+                            "WARC-Date", "WARC-Identified-Content-Language")
+_HTTP_NAMES = _header_names("Content-Type", "Content-Encoding", "Transfer-Encoding")
+
+
+def _headers(names: re.Pattern, block: bytes) -> dict[bytes, str | None]:
+    """{lower-case name: value} of the named headers in a plain-form block, as warcio reads them:
+    the first of a repeated name, its value stripped; a value that is not ASCII is None here (the
+    callers leave such a record to warcio, which decodes it)."""
+    out: dict[bytes, str | None] = {}
+    for name, value in names.findall(block):
+        name = name.lower()
+        if name not in out:
+            out[name] = value.decode("ascii").strip() if value.isascii() else None
+    return out
+
+
+def _usable_http(data: bytes, start: int, end: int) -> tuple[int, int, str] | None:
+    """(payload start, status, Content-Type) of a response's HTTP headers, when they are plain CRLF
+    lines within the record with a status and an ASCII Content-Type, and no transfer or content
+    encoding (warcio undoes those with fallbacks of its own)."""
     head = _HTTP_HEAD.match(data, start)
-    http = rec.http_headers if rec.is_http_parsed else None
-    if http is None or head is None or head.end() > end:
+    if head is None or head.end() > end:
         return None
-    status, content_type = http.status_code, http.get("Content-Type") or ""
-    if (not status or not content_type or not content_type.isascii()
-            or http.get("Content-Encoding") is not None or http.get("Transfer-Encoding") is not None):
+    block = head.group()
+    http = _headers(_HTTP_NAMES, block)
+    status, content_type = int(block[9:12]), http.get(b"content-type")
+    if not status or not content_type or b"content-encoding" in http or b"transfer-encoding" in http:
         return None
     return head.end(), status, content_type
 
@@ -428,16 +456,17 @@ def _convert(record, offset: int, max_record_bytes: int) -> Record | Skip | Bad:
                     record.content_stream(), max_record_bytes)
 
 
-def _to_item(offset: int, rtype: str, header, status: int | None, content_type: str, payload: IO[bytes],
+def _to_item(offset: int, rtype: str, header, status: int | None, content_type: str, payload: IO[bytes] | bytes,
              max_record_bytes: int) -> Record | Skip | Bad:
-    """One WARC record as the pipeline sees it, whichever parser read it."""
+    """One WARC record as the pipeline sees it, whichever parser read it (the payload: a stream, or
+    the bytes themselves)."""
     if not rtype:
         return Bad(offset, "no WARC-Type in the WARC header")
     if rtype not in ("response", "conversion", "resource"):
         return Skip(offset, f"warc_{rtype}")
     if status is not None and not 200 <= status < 300:
         return Skip(offset, "http_status")
-    body = payload.read(max_record_bytes + 1)
+    body = payload if isinstance(payload, bytes) else payload.read(max_record_bytes + 1)
     if len(body) > max_record_bytes:
         return Bad(offset, f"{_TOO_LARGE} ({max_record_bytes} bytes); raise it to read it")
     url = _target_uri(header("WARC-Target-URI"))

@@ -1,0 +1,134 @@
+"""Benchmark: does a run use both cores? The same pipeline as whole commands on 1 CPU and on 2
+(issue 17, point 3: 2 CPUs should give at least 1.8x the throughput of 1).
+
+    .venv/bin/python bench/bench_cores.py [--repeats 3] [--copies 40] [--files 16]
+
+Each command is `python -m ylink_data run P.yaml --no-progress --fresh --set ray.num_cpus=N` under
+`taskset` on N cores (core 0; cores 0-1), default `input.split_bytes` (null: tasks sized from the
+input). CPU counts take turns in every round, so the noise of other jobs on this shared machine
+falls on both alike. Reported per case: median wall seconds of the whole command, and of its map
+phases and its publish phase as the run itself reports them (the start-up of Ray and the driver
+are the rest), and the ratios 1 CPU / 2 CPUs. The machine's own ceiling is measured in the same
+rounds: a pure-Python busy loop alone on core 0, and two such loops at once on cores 0-1; their
+throughput ratio (2 x one loop's time / the pair's) is what two cores can give at that moment on a
+machine other jobs share, and the pipeline's ratio is to be read against it.
+
+Inputs (built into bench/_data, ignored by git), real pages only: the bundled crawl
+(samples/crawl/*.warc.gz) concatenated `--copies` times into one .warc.gz (bench_spine.py's file:
+one large file), and `--files` files each holding the bundled crawl 4 times (a multi-file input).
+Cases: the bare spine (`stages: []`) on both inputs, and `extract` on 2 of the files (2 tasks).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_spine import DATA, REPO, build_input  # noqa: E402
+
+OUT = REPO / "bench" / "_out" / "cores"
+_PHASE = re.compile(r"^(phase \d+|publish shards)\b.* in ([\d.]+)s", re.M)
+
+
+def multi_file_input(files: int) -> list[Path]:
+    parts = sorted((REPO / "samples" / "crawl").glob("*.warc.gz"))
+    one = b"".join(p.read_bytes() for p in parts) * 4
+    folder = DATA / f"cores-f{files}"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"crawl-{k:03d}.warc.gz" for k in range(files)]
+    for p in paths:
+        if not p.exists() or p.stat().st_size != len(one):
+            p.write_bytes(one)
+    return paths
+
+
+_BUSY = "x = 0\nfor i in range(20_000_000): x += i\n"
+
+
+def ceiling() -> float:
+    """2 CPUs / 1 CPU throughput of a busy loop right now (2.0 on two idle cores)."""
+    def timed(cores: str, n: int) -> float:
+        started = time.perf_counter()
+        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", _BUSY]) for _ in range(n)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - started
+    one = timed("0", 1)
+    return 2 * one / timed("0-1", 2)
+
+
+def run(name: str, paths: list[Path], stages: list, cpus: int) -> tuple[float, float, float, dict]:
+    """(wall, map phases, publish, stats) of one whole command."""
+    out = OUT / name
+    config = OUT / f"{name}.yaml"
+    config.write_text(json.dumps({"name": f"bench-cores-{name}", "input": {"paths": [str(p) for p in paths]},
+                                  "output": {"path": str(out)}, "stages": stages}))
+    cmd = ["taskset", "-c", "0" if cpus == 1 else f"0-{cpus - 1}", sys.executable, "-m", "ylink_data", "run",
+           str(config), "--no-progress", "--fresh", "--set", f"ray.num_cpus={cpus}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+    text = done.stdout + done.stderr
+    phases = [(k, float(s)) for k, s in _PHASE.findall(text)]
+    maps = sum(s for k, s in phases if k.startswith("phase"))
+    publish = sum(s for k, s in phases if k == "publish shards")
+    stats = json.loads((out / "stats.json").read_text())
+    return wall, maps, publish, stats
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--copies", type=int, default=40)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--cases", default="large,multi,extract")
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    large = build_input(args.copies)
+    multi = multi_file_input(args.files)
+    cases = {"large": ("spine, one large file", [large], []),
+             "multi": (f"spine, {args.files} files", multi, []),
+             "extract": ("extract, 2 files", multi[:2], [{"extract": {}}])}
+    cases = {k: v for k, v in cases.items() if k in args.cases.split(",")}
+    times: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+    kept: dict[tuple[str, int], int] = {}
+    ceilings = []
+    for r in range(args.repeats):
+        ceilings.append(ceiling())
+        print(f"  round {r + 1} busy-loop ceiling: {ceilings[-1]:.2f}", file=sys.stderr, flush=True)
+        for key, (_, paths, stages) in cases.items():
+            for cpus in ((1, 2) if r % 2 == 0 else (2, 1)):
+                wall, maps, publish, stats = run(key, paths, stages, cpus)
+                times.setdefault((key, cpus), []).append((wall, maps, publish))
+                kept[(key, cpus)] = stats["output_records"]
+                print(f"  round {r + 1} {key} cpus={cpus}: {wall:.1f} s (map {maps:.1f}, publish {publish:.1f})",
+                      file=sys.stderr, flush=True)
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, python "
+          f"{platform.python_version()}; date {dt.date.today()}; median of {args.repeats}; load average "
+          f"{os.getloadavg()[0]:.1f}; busy-loop ceiling 2 CPUs / 1 CPU: {statistics.median(ceilings):.2f} "
+          f"(rounds: {', '.join(f'{c:.2f}' for c in ceilings)})\n")
+    print("| case | input MB | kept | wall 1 CPU | wall 2 CPUs | ratio | map 1 | map 2 | map ratio | publish 1 | publish 2 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, (label, paths, _) in cases.items():
+        assert kept[(key, 1)] == kept[(key, 2)], (key, kept)
+        med = {c: [statistics.median(x[i] for x in times[(key, c)]) for i in range(3)] for c in (1, 2)}
+        mb = sum(p.stat().st_size for p in paths) / 1e6
+        (w1, m1, p1), (w2, m2, p2) = med[1], med[2]
+        print(f"| {label} | {mb:.0f} | {kept[(key, 1)]} | {w1:.1f} s | {w2:.1f} s | {w1 / w2:.2f} | {m1:.1f} s | "
+              f"{m2:.1f} s | {m1 / m2:.2f} | {p1:.1f} s | {p2:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
