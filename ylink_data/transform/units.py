@@ -237,7 +237,7 @@ PUNCTUATION_CHARS = frozenset(
     + "؟۔।॥။።፧፨᙮‼‽⁇⁈⁉⸮﹒﹖﹗｡")
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=1 << 18)  # distinct tokens of a task's pages: 65,536 were too few (the cache thrashed)
 def is_punctuation(token: str) -> bool:
     """True when every character is in datatrove's punctuation set (see PUNCTUATION_CHARS)."""
     return all(c in PUNCTUATION_CHARS for c in token)
