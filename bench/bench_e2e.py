@@ -187,8 +187,9 @@ def become_subreaper() -> None:
         ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def reap(wait_s: float = 20.0) -> None:
-    """Wait for every descendant left over by the command (up to `wait_s`)."""
+def reap(wait_s: float = 120.0) -> None:
+    """Wait for every descendant left over by the command (Ray's daemons exit a little after its
+    driver), so that their CPU time counts for this command and not for the next one."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
@@ -197,6 +198,8 @@ def reap(wait_s: float = 20.0) -> None:
             return
         if pid == 0:
             time.sleep(0.05)
+    print(f"  warning: processes left {wait_s:g} s after the command; their CPU time is not counted",
+          file=sys.stderr)
 
 
 def timed_command(cmd: list[str], cpus: int, log: Path) -> tuple[float, float]:
