@@ -176,7 +176,7 @@ class GopherQuality(MeasuredOp):
         }
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=1 << 18)  # distinct tokens of a task's pages: 65,536 were too few (the cache thrashed)
 def _has_letter(token: str) -> bool:
     return any(c.isalpha() for c in token)
 

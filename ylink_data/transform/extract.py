@@ -190,24 +190,28 @@ def _clean(minimal_html: str) -> str:
     seen: set[str] = set()
     in_pre = False
     for raw in minimal_html.split("\n"):
-        text = html_entities.unescape(_TAG.sub("", raw))
-        opens, closes = "<pre" in raw, "</pre>" in raw
+        tagged = "<" in raw  # about half the lines have no tag: no regex for them
+        text = _TAG.sub("", raw) if tagged else raw
+        if "&" in text:
+            text = html_entities.unescape(text)
+        opens, closes = tagged and "<pre" in raw, tagged and "</pre>" in raw
         text = text.rstrip() if in_pre or opens else text.strip()
         in_pre = (in_pre or opens) and not closes
         if not text.strip():
             lines.append(("", False))
             continue
         size = len(text.strip())
-        linked = sum(len(html_entities.unescape(_TAG.sub("", m))) for m in _LINK.findall(raw))
-        if (linked >= 0.5 * size and size < 100) or linked >= 0.8 * size:
-            continue
+        if "<a" in raw:
+            linked = sum(len(html_entities.unescape(_TAG.sub("", m))) for m in _LINK.findall(raw))
+            if (linked >= 0.5 * size and size < 100) or linked >= 0.8 * size:
+                continue
         if size > 20:
             if text in seen:
                 continue
             seen.add(text)
         if size < 150 and _CREDIT_LINE.search(text):
             continue
-        lines.append((text, bool(_HEADING.match(raw))))
+        lines.append((text, tagged and _HEADING.match(raw) is not None))
     kept = [text for i, (text, heading) in enumerate(lines) if not (heading and _nothing_under(lines, i))]
     kept = _trim_tail(kept)
     return _BLANKS.sub("\n\n", "\n".join(kept)).strip()
