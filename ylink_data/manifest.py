@@ -59,7 +59,8 @@ class RunShard:
 
 @dataclass(frozen=True)
 class RunFile:
-    """A file of the run other than a shard (a Megatron .bin or .idx), checked as shards are."""
+    """A file of the run other than a shard (a Megatron .bin or .idx, a JSONL file of the sft,
+    preference or prompts sections), checked as shards are."""
 
     path: str
     ref: ShardRef
