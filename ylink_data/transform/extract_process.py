@@ -21,16 +21,14 @@ round trip).
 """
 from __future__ import annotations
 
-import os
 import pickle
-import signal
-import struct
 import subprocess
 import sys
 from multiprocessing.connection import wait  # poll(2): a worker may hold fds past select()'s 1024
 from typing import BinaryIO
 
 from ..errors import DocumentError
+from ..io.pipes import receive, send, serve_stdio, start_child
 from ..timelimit import DocumentTimeout, time_limit, timeout_message
 from .extract import extract_with_engine, load_extractor
 
@@ -58,8 +56,7 @@ class ExtractorProcess:
         if self._child is not None and self._child.poll() is None:
             return
         self.close()
-        self._child = subprocess.Popen([sys.executable, "-m", __name__, self.extractor],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_child_env())
+        self._child = start_child(__name__, self.extractor)
         reply = self._reply(_START_LIMIT_S)
         if reply is None or reply[0] != "ready":
             self.close()
@@ -70,7 +67,7 @@ class ExtractorProcess:
         """(main text, engine), as `extract_with_engine` gives them."""
         self.start()  # outside the limit: starting a child is not the page's time
         try:
-            _send(self._child.stdin, pickle.dumps((url, time_limit_s)), html.encode("utf-8", "surrogatepass"))
+            send(self._child.stdin, pickle.dumps((url, time_limit_s)), html.encode("utf-8", "surrogatepass"))
             reply = self._reply(time_limit_s + GRACE_S)
         except BrokenPipeError:  # the child died before it read the page
             reply = ("error", self._died(), None)
@@ -93,7 +90,7 @@ class ExtractorProcess:
         if not wait([out], timeout):
             return None
         try:
-            (reply,) = _receive(out, 1)
+            (reply,) = receive(out, 1)
         except EOFError:
             return ("error", self._died(), None)
         return pickle.loads(reply)
@@ -122,19 +119,13 @@ class ExtractorProcess:
         self.close()
 
 
-def _child_env() -> dict[str, str]:
-    """The parent's environment with its import path (as multiprocessing gives a spawned child): the
-    child must run the same code as its parent (a checkout may shadow an installed copy)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-
-
 def _serve(extractor: str, requests: BinaryIO, replies: BinaryIO) -> None:
     """The child: extract each page sent until the parent closes the pipe."""
     load_extractor(extractor)
-    _send(replies, pickle.dumps(("ready", None, None)))
+    send(replies, pickle.dumps(("ready", None, None)))
     while True:
         try:
-            header, html = _receive(requests, 2)
+            header, html = receive(requests, 2)
         except EOFError:  # the parent closed the pipe or exited
             return
         url, seconds = pickle.loads(header)
@@ -146,45 +137,12 @@ def _serve(extractor: str, requests: BinaryIO, replies: BinaryIO) -> None:
             reply = ("timeout", str(exc), None)
         except Exception as exc:  # reported for this page; the child carries on with the next
             reply = ("error", f"{type(exc).__name__}: {exc}", None)
-        _send(replies, pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-_LENGTH = struct.Struct("<Q")
-
-
-def _send(stream: BinaryIO, *fields: bytes) -> None:
-    for field in fields:
-        stream.write(_LENGTH.pack(len(field)))
-        stream.write(field)
-    stream.flush()
-
-
-def _receive(stream: BinaryIO, count: int) -> list[bytes]:
-    return [_read_exactly(stream, _LENGTH.unpack(_read_exactly(stream, _LENGTH.size))[0]) for _ in range(count)]
-
-
-def _read_exactly(stream: BinaryIO, size: int) -> bytes:
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return data
-
-
-def _die_with_parent() -> None:
-    """On Linux, have the kernel kill this child when its parent dies: a killed run must not leave a
-    child chewing a hostile page for minutes. Elsewhere stdin's EOF ends the child once it is idle."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        send(replies, pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _main() -> None:
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # what a library prints goes to stderr, not into the replies
-    _serve(sys.argv[1], sys.stdin.buffer, replies)
+    requests, replies = serve_stdio()
+    _serve(sys.argv[1], requests, replies)
 
 
 if __name__ == "__main__":
