@@ -1,12 +1,16 @@
-"""Where tasks run (`ray.execution`, pipeline/submit.py): a batch of one task on the embedded Ray runs
-in the driver without starting Ray, and a run gives the same bytes, manifest, stats and resume
-behaviour whether its tasks run in the driver or on Ray. Also: `import ylink_data` stays light."""
+"""Where tasks run (`ray.execution`, pipeline/submit.py): a batch of one task runs in the driver and
+one of several in worker processes on this machine, without starting Ray, and a run gives the same
+bytes, manifest, stats and resume behaviour whether its tasks run in the driver, in worker processes
+or on Ray. Also: `import ylink_data` stays light."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import yaml
@@ -14,9 +18,9 @@ import yaml
 import ylink_data
 from ylink_data.config import RayConfig
 from ylink_data.errors import ConfigError
-from ylink_data.pipeline.submit import runs_here
+from ylink_data.pipeline.submit import where_to_run
 
-from .chaos.processes import python, ylink
+from .chaos.processes import python, start_ylink, wait_until, ylink
 from .conftest import SAMPLES, quickstart_config
 from .test_resume import _counts, _done_markers, _ylink_run
 
@@ -42,29 +46,42 @@ def test_the_public_names_load_on_first_use():
         ylink_data.runn  # noqa: B018
 
 
-@pytest.mark.parametrize("execution, address, tasks, here", [
-    ("auto", None, 0, True), ("auto", None, 1, True), ("auto", None, 2, False),
-    ("auto", "auto", 1, False), ("auto", "ray://head:10001", 0, False),
-    ("local", None, 50, True), ("local", "auto", 50, True), ("ray", None, 1, False), ("ray", None, 0, False)])
-def test_where_a_batch_runs(execution, address, tasks, here):
-    assert runs_here(RayConfig(execution=execution, address=address), tasks) is here
+@pytest.mark.parametrize("execution, address, cpus, tasks, where", [
+    ("auto", None, 2, 0, "here"), ("auto", None, 2, 1, "here"), ("auto", None, 2, 2, "processes"),
+    ("auto", None, 1, 50, "here"),  # one CPU: one process would run them all anyway
+    ("auto", "auto", 2, 1, "ray"), ("auto", "ray://head:10001", 2, 0, "ray"),
+    ("processes", None, 2, 1, "processes"), ("processes", None, 1, 50, "processes"),
+    ("local", None, 2, 50, "here"), ("local", "auto", 2, 50, "here"), ("ray", None, 2, 1, "ray"),
+    ("ray", None, 2, 0, "ray")])
+def test_where_a_batch_runs(execution, address, cpus, tasks, where, monkeypatch):
+    monkeypatch.setattr("ylink_data.pipeline.submit._ray_running", lambda: False)  # other tests' Ray
+    assert where_to_run(RayConfig(execution=execution, address=address, num_cpus=cpus), tasks) == where
 
 
-def test_outside_the_main_thread_batches_run_on_ray():
+def test_a_process_that_runs_ray_already_keeps_its_batches_on_it(ray_session):
+    """A notebook that called ray.init(): its runs' batches of several tasks go to that Ray."""
+    assert where_to_run(RayConfig(num_cpus=2), 2) == "ray"
+    assert where_to_run(RayConfig(num_cpus=2), 1) == "here"
+    assert where_to_run(RayConfig(num_cpus=2, execution="processes"), 2) == "processes"
+
+
+def test_outside_the_main_thread_batches_run_in_worker_processes(monkeypatch):
     """An op's time limit is a SIGALRM, which only the main thread gets: a run started from another
-    thread (a web server's, a notebook's executor) keeps its tasks on Ray, where limits hold."""
+    thread (a web server's, a notebook's executor) runs its tasks in worker processes, whose main
+    thread runs them, even a single task."""
+    monkeypatch.setattr("ylink_data.pipeline.submit._ray_running", lambda: False)
     got = {}
 
     def where() -> None:
-        got["auto"] = runs_here(RayConfig(), 1)
+        got["auto"] = where_to_run(RayConfig(num_cpus=1), 1)
         with pytest.raises(ConfigError, match=r"^ray\.execution: local .* main thread"):
-            runs_here(RayConfig(execution="local"), 1)
-        got["ray"] = runs_here(RayConfig(execution="ray"), 1)
+            where_to_run(RayConfig(execution="local"), 1)
+        got["ray"] = where_to_run(RayConfig(execution="ray"), 1)
 
     thread = threading.Thread(target=where)
     thread.start()
     thread.join()
-    assert got == {"auto": False, "ray": False}
+    assert got == {"auto": "processes", "ray": "ray"}
 
 
 def test_an_unknown_execution_names_the_key(tmp_path):
@@ -120,24 +137,29 @@ def _assert_same_bytes(got, expected) -> None:
     assert _counts(ylink_data.open_run(str(got)).stats) == _counts(stats)
 
 
-def test_in_the_driver_equals_on_ray(on_ray, tmp_path):
+@pytest.mark.parametrize("execution", ["local", "processes"])
+def test_in_the_driver_and_in_worker_processes_equals_on_ray(on_ray, tmp_path, execution):
     tasks = json.loads((on_ray / "run.json").read_text())["tasks"]
     assert tasks >= 10
     out = tmp_path / "run"
-    ylink_data.run(quickstart_config(out, input__split_bytes=SPLIT, ray__execution="local"), progress=False)
+    ylink_data.run(quickstart_config(out, input__split_bytes=SPLIT, ray__execution=execution, ray__num_cpus=2),
+                   progress=False)
     _assert_same_bytes(out, on_ray)
 
 
-def test_in_the_driver_stopped_twice_then_resumed_equals_on_ray(on_ray, tmp_path):
-    """YLINK_FAIL_AFTER_TASKS counts tasks run in the driver as it counts Ray's: stopped in phase 0,
-    then in phase 1, the third run finishes what is left."""
+@pytest.mark.parametrize("execution", ["local", "processes"])
+def test_stopped_twice_then_resumed_equals_on_ray(on_ray, tmp_path, execution):
+    """YLINK_FAIL_AFTER_TASKS counts tasks run in the driver or in worker processes as it counts
+    Ray's: stopped in phase 0, then in phase 1, the third run finishes what is left."""
     out = tmp_path / "run"
-    config = _write(tmp_path, quickstart_config(out, input__split_bytes=SPLIT, ray__execution="local"))
+    config = _write(tmp_path, quickstart_config(out, input__split_bytes=SPLIT, ray__execution=execution,
+                                                ray__num_cpus=2))
     tasks = json.loads((on_ray / "run.json").read_text())["tasks"]
 
     first = _ylink_run(config, fail_after=3)
     assert first.returncode == 75, first.stderr
-    assert _done_markers(out, 0) == 3 and not (out / "manifest.json").exists()
+    # Worker processes may finish the task they had when the driver stopped: one more marker each.
+    assert 3 <= _done_markers(out, 0) <= (3 if execution == "local" else 5) and not (out / "manifest.json").exists()
     second = _ylink_run(config, fail_after=tasks)
     assert second.returncode == 75 and "resuming" in second.stderr, second.stderr
     assert _done_markers(out, 0) == tasks and 0 < _done_markers(out, 1) < tasks
@@ -160,3 +182,71 @@ def test_a_task_that_crashes_the_driver_stops_the_run_and_a_rerun_resumes(on_ray
     rerun = ylink("run", _write(tmp_path, config), "--no-progress")
     assert rerun.returncode == 0 and "resuming" in rerun.stderr, rerun.stderr
     _assert_same_bytes(out, on_ray)
+
+
+def test_a_worker_process_that_dies_is_replaced_and_its_task_retried(on_ray, tmp_path):
+    """A worker process killed under its task (here it exits on the spot at the task's first two
+    attempts, as one the OOM killer took would) is replaced and the task run again; the run is the
+    same as on Ray."""
+    out = tmp_path / "run"
+    config = quickstart_config(out, input__split_bytes=SPLIT, ray__execution="processes", ray__num_cpus=2)
+    flag = tmp_path / "attempts"
+    proc = ylink("run", _write(tmp_path, config), "--no-progress",
+                 env={"YLINK_TEST_CRASH_TASK": "4", "YLINK_TEST_CRASH_TIMES": f"2:{flag}"})
+    assert proc.returncode == 0, proc.stderr
+    assert flag.read_text() == "xx"  # two attempts died, the third ran
+    _assert_same_bytes(out, on_ray)
+
+
+def test_a_killed_driver_takes_its_worker_processes_with_it(tmp_path):
+    """kill -9 of `ylink run`: its worker processes die too (PDEATHSIG), so that none goes on
+    writing beside a rerun; the rerun resumes."""
+    out = tmp_path / "run"
+    config = _write(tmp_path, quickstart_config(out, input__split_bytes=SPLIT, ray__execution="processes",
+                                                ray__num_cpus=2))
+    proc = start_ylink("run", config, "--no-progress")
+    workers: list[int] = []
+
+    def two_workers_busy() -> bool:
+        workers[:] = [pid for pid in _children(proc.pid) if "ylink_data.pipeline.workers" in _cmdline(pid)]
+        return len(workers) == 2 and _done_markers(out, 0) >= 1
+
+    wait_until(two_workers_busy, proc, "two worker processes running tasks")
+    for pid in workers:  # stopped, a worker cannot end by itself on its closed pipe: only a signal ends it
+        os.kill(pid, signal.SIGSTOP)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    rerun = ylink("run", config, "--no-progress")
+    assert rerun.returncode == 0 and "resuming" in rerun.stderr, rerun.stderr
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its (dead) parent's reaper."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

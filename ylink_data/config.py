@@ -109,11 +109,14 @@ class OutputConfig(_Strict):
 
 class RayConfig(_Strict):
     address: str | None = None
-    # Where tasks run: `auto` runs a batch of one task in this process when Ray is the embedded one
-    # (address null), which saves starting Ray (seconds) for small runs; `ray` always on Ray; `local`
-    # always in this process, one task after another. Results are the same either way.
-    execution: Literal["auto", "ray", "local"] = "auto"
-    num_cpus: int | None = Field(None, gt=0)
+    # Where tasks run (pipeline/submit.py): `auto` runs a batch that one process would run anyway
+    # (one task, or one CPU) in this process, several tasks in worker processes on this machine
+    # (started in a fraction of a second, where an embedded Ray takes seconds), and uses Ray when
+    # `address` names a cluster or this process already runs Ray; `processes`, `ray` (an embedded
+    # Ray when address is null) and `local` (this process, one task after another) always there.
+    # Results and resume are the same either way.
+    execution: Literal["auto", "processes", "ray", "local"] = "auto"
+    num_cpus: int | None = Field(None, gt=0)  # CPUs (worker processes, or the embedded Ray's); null: all this process may use
     object_store_memory: int | None = Field(None, gt=0)
 
 

@@ -92,12 +92,15 @@ def test_a_full_disk_is_one_line_without_ray_noise(tmp_path):
 
 
 
-def test_a_worker_that_dies_under_its_task_is_one_line(tmp_path):
+@pytest.mark.parametrize("execution", ["processes", "ray"])
+def test_a_worker_that_dies_under_its_task_is_one_line(tmp_path, execution):
     """A worker process killed under its task (the OOM killer, a crash in C code) ended the run, once
     Ray's retries ran out, with WorkerCrashedError's traceback: only errors a task raised were one
-    line. The worker dies for real here (YLINK_TEST_CRASH_TASK: it exits on the spot), every retry."""
+    line. The worker dies for real here (YLINK_TEST_CRASH_TASK: it exits on the spot), every retry;
+    worker processes on this machine retry as Ray does and fail with the same line."""
     pipeline = _pipeline(tmp_path, tmp_path / "run")
-    proc = ylink("run", pipeline, "--no-progress", env={"YLINK_TEST_CRASH_TASK": "1"})
+    proc = ylink("run", pipeline, "--no-progress", "--set", f"ray.execution={execution}", "--set", "ray.num_cpus=2",
+                 env={"YLINK_TEST_CRASH_TASK": "1"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ylink:")]  # the rest: Ray's retries
     assert len(errors) == 1 and errors[0] == proc.stderr.strip().splitlines()[-1], proc.stderr

@@ -1,8 +1,9 @@
 """The driver of a run: plan, check the output folder, run the phases' tasks, publish the shards,
 then write stats.json and, last, manifest.json.
 
-Tasks run on Ray, started only when a batch of tasks needs it; a batch of one task on the embedded
-Ray runs in this process through the same task functions (`submit.runs_here`, `ray.execution`).
+Tasks run in this process, in worker processes on this machine, or on Ray, through the same task
+functions (`submit.where_to_run`, `ray.execution`); what a batch needs starts on first use and serves
+the run's later batches.
 
 Resume is built in: every task leaves a completion marker, and a rerun of the same config skips the
 tasks that have one. Because tasks are defined by the input splits and name their outputs
@@ -33,9 +34,8 @@ from .sft import jsonl_formats, sft_section
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards, publish_shard
-from .ray_env import ensure_ray
 from .stats import TaskStats, check_invariant, run_stats, token_stats
-from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, TaskCounter, runs_here, submit_all  # noqa: F401 -- names tests use
+from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from .tasks import TaskSpec, execute_task, load_marker
 
 FORMAT_VERSION = 1
@@ -71,8 +71,7 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
-        self.counter = TaskCounter()
-        self._ray_ready = False  # Ray starts on the first batch of tasks that runs on it
+        self.scheduler = Scheduler(cfg.ray, on_ray_start=self._warn_if_output_is_node_local)
         # The last op that routes documents into output tiers decides the tier folders.
         routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
         self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
@@ -81,7 +80,7 @@ class Runner:
 
     def run(self) -> RunResult:
         plan = self.plan()
-        with hold_run_folder(self.layout, self.progress.note) as lock:
+        with hold_run_folder(self.layout, self.progress.note) as lock, self.scheduler:
             return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
@@ -246,7 +245,7 @@ class Runner:
 
     def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str]) -> dict[int, dict]:
         markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
-        here = self._where(len(plan.tasks) - len(markers))  # before ray.put of memory:// inputs
+        where = self.scheduler.where(len(plan.tasks) - len(markers))  # before ray.put of memory:// inputs
         specs = []
         for t, splits in enumerate(plan.tasks):
             if t in markers:
@@ -254,7 +253,7 @@ class Runner:
             spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
             if phase.index == 0:
                 spec.splits = splits
-                spec.inline = {} if here else self._inline_inputs(splits)
+                spec.inline = self._inline_inputs(splits, where)
             else:
                 spec.parts = [p["path"] for p in previous[t]["parts"]]
                 spec.decisions = decisions
@@ -270,20 +269,25 @@ class Runner:
             files = sum(1 for split in specs[i].splits if split.end is None)
             self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
 
-        self._submit_all(execute_task, [(s,) for s in specs], on_done=on_done,
-                         describe=lambda i: _describe_task(specs[i]), here=here)
+        self.scheduler.run(execute_task, [(s,) for s in specs], on_done=on_done,
+                           describe=lambda i: _describe_task(specs[i]), where=where)
         self.progress.finish(handle)
         return markers
 
-    def _inline_inputs(self, splits) -> dict[str, Any]:
-        """memory:// lives in this process only: ship such inputs to Ray's workers."""
+    def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
+        """memory:// lives in this process only: ship such inputs to worker processes (as bytes) and
+        to Ray's workers (through its object store)."""
         inline = {}
         for split in splits:
-            if split.url.startswith("memory://"):
+            if where != "here" and split.url.startswith("memory://"):
                 import fsspec
-                import ray
 
-                inline[split.url] = ray.put(fsspec.filesystem("memory").cat_file(split.url))
+                data = fsspec.filesystem("memory").cat_file(split.url)
+                if where == "ray":
+                    import ray
+
+                    data = ray.put(data)
+                inline[split.url] = data
         return inline
 
     def _phase_label(self, phase: Phase) -> str:
@@ -307,7 +311,7 @@ class Runner:
             run_tasks=self._run_helper_tasks)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
-        self.counter.completed_one()
+        self.scheduler.counter.completed_one()
         return ctx.decisions
 
     def _run_helper_tasks(self, fn: Callable, args_list: Sequence[tuple], label: str) -> list[Any]:
@@ -319,7 +323,7 @@ class Runner:
             results[i] = result
             self.progress.advance(handle)
 
-        self._submit_all(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}")
+        self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}")
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
@@ -342,7 +346,7 @@ class Runner:
             existing[todo[i][1]] = entry
             self.progress.advance(handle, entry["rows"])
 
-        self._submit_all(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self.scheduler.run(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
         self.progress.finish(handle)
         return [existing[i] for i in range(len(jobs))]
 
@@ -358,30 +362,6 @@ class Runner:
                 if marker is not None:
                     found[int(m.group(1))] = marker
         return found
-
-    # ------------------------------------------------------------------ scheduling
-
-    def _where(self, tasks: int) -> bool:
-        """Whether a batch of `tasks` tasks runs in this process; if not, Ray is up when this returns."""
-        here = runs_here(self.cfg.ray, tasks)
-        if not here and not self._ray_ready:
-            ensure_ray(self.cfg.ray)
-            self._warn_if_output_is_node_local()
-            self._ray_ready = True
-        return here
-
-    def _submit_all(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-                    describe: Callable[[int], str], here: bool | None = None) -> None:
-        """`fn(*args)` for each args, in this process or on Ray (`_where` unless `here` is given)."""
-        if here is None:
-            here = self._where(len(args_list))
-
-        def done(i: int, result: Any) -> None:
-            on_done(i, result)
-            self.counter.completed_one()
-
-        submit_all(fn, args_list, done, describe, here)
-
 
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     own = getattr(op_class(name), "fingerprint_params", None)

@@ -1,10 +1,14 @@
-"""Running many tasks from a driver, in one of two places with the same task functions (only the
+"""Running many tasks from a driver, in one of three places with the same task functions (only the
 scheduler differs, as datatrove's local and Slurm executors share their steps):
 
-- on Ray: a bounded number in flight, each task retried on worker loss (not on bugs);
-- in this process, one after the other: what `ray.execution: auto` does for a batch of one task
-  on the embedded Ray (there is nothing to run in parallel, and starting Ray costs seconds), and
-  what `ray.execution: local` does for every batch.
+- in this process, one after the other: a batch that one process would run anyway (one task, or
+  one CPU) under `ray.execution: auto`, and every batch under `local`;
+- in worker processes on this machine (pipeline/workers.py), one per CPU: a batch of several tasks
+  without a Ray cluster under `auto`, and every batch under `processes`. They start in a fraction of
+  a second, where an embedded Ray takes seconds to start and stop;
+- on Ray: a bounded number in flight, each task retried on worker loss (not on bugs), under `auto`
+  when `ray.address` names a cluster or this process already runs Ray (a notebook's `ray.init()`),
+  and every batch under `ray` (an embedded Ray when the address is null).
 
 Either way every failure is one line, and the public fault injection YLINK_FAIL_AFTER_TASKS (the
 driver stops abruptly after N tasks) counts finished tasks; shared by the pipeline runner and
@@ -16,16 +20,17 @@ import contextlib
 import os
 import sys
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from ..config import RayConfig
 from ..errors import ConfigError, YlinkError
-from .ray_env import cluster_cpus
+from .ray_env import cluster_cpus, ensure_ray
+from .workers import WorkerPool
 
 FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
 FAIL_EXIT_CODE = 75
-LOCAL_MAX_TASKS = 1  # `execution: auto`: a batch this small runs in this process on an embedded Ray
 RESUME_HINT = "rerun the same command to resume"
+Where = Literal["here", "processes", "ray"]
 
 
 class TaskCounter:
@@ -45,32 +50,97 @@ class TaskCounter:
             os._exit(FAIL_EXIT_CODE)
 
 
-def runs_here(cfg: RayConfig, tasks: int) -> bool:
-    """Whether a batch of `tasks` tasks runs in this process (else on Ray): `ray.execution`. Only
-    from the main thread: ops' time limits are SIGALRM, which only the main thread gets (a Ray
-    worker runs its task there), so a run started from another thread keeps them on Ray."""
+def where_to_run(cfg: RayConfig, tasks: int) -> Where:
+    """Where a batch of `tasks` tasks runs: `ray.execution` (see the module docstring). In this
+    process only from the main thread: ops' time limits are SIGALRM, which only the main thread gets
+    (worker processes and Ray workers run their tasks there), so a run started from another thread
+    keeps its tasks in worker processes."""
     main = threading.current_thread() is threading.main_thread()
-    if cfg.execution == "auto":
-        return main and cfg.address is None and tasks <= LOCAL_MAX_TASKS
-    if cfg.execution == "local" and not main:
-        raise ConfigError("ray.execution: local runs tasks in the calling thread, which must be the main thread "
-                          "(ops' time limits are SIGALRM); start the run from it, or use auto or ray")
-    return cfg.execution == "local"
+    if cfg.execution == "local":
+        if not main:
+            raise ConfigError("ray.execution: local runs tasks in the calling thread, which must be the main "
+                              "thread (ops' time limits are SIGALRM); start the run from it, or use auto or processes")
+        return "here"
+    if cfg.execution != "auto":
+        return cfg.execution
+    if cfg.address is not None or _ray_running():
+        return "here" if main and cfg.address is None and tasks <= 1 else "ray"
+    return "here" if main and min(tasks, local_cpus(cfg)) <= 1 else "processes"
 
 
-def submit_all(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-               describe: Callable[[int], str], here: bool, resume_hint: str = RESUME_HINT) -> None:
-    """Run `fn(*args)` for each args, in this process (`here`) or on Ray (initialised by the caller:
-    `ensure_ray`); `on_done(i, result)` as each finishes."""
-    if here:
-        _run_here(fn, args_list, on_done, describe, resume_hint)
-    else:
-        _run_on_ray(fn, args_list, on_done, describe, resume_hint)
+def local_cpus(cfg: RayConfig) -> int:
+    """The worker processes of a run on this machine: `ray.num_cpus`, else the CPUs this process may
+    use (a `taskset` or a container's cpuset counts)."""
+    if cfg.num_cpus:
+        return cfg.num_cpus
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")  # deciding must not import Ray
+    return ray is not None and ray.is_initialized()
+
+
+class Scheduler:
+    """Runs a driver's batches of tasks where `where_to_run` says, starting what a batch needs on
+    first use (the worker processes, Ray) and keeping it for the driver's later batches; `close`
+    ends the worker processes (a Ray it started lives as long as the process, as before). Counts
+    finished tasks (`counter`: YLINK_FAIL_AFTER_TASKS)."""
+
+    def __init__(self, cfg: RayConfig, on_ray_start: Callable[[], None] | None = None):
+        self.cfg = cfg
+        self.counter = TaskCounter()
+        self._on_ray_start = on_ray_start
+        self._ray_ready = False
+        self._pool: WorkerPool | None = None
+
+    def where(self, tasks: int) -> Where:
+        """Where a batch of `tasks` runs; if on Ray, Ray is up when this returns."""
+        where = where_to_run(self.cfg, tasks)
+        if where == "ray" and not self._ray_ready:
+            ensure_ray(self.cfg)
+            if self._on_ray_start is not None:
+                self._on_ray_start()
+            self._ray_ready = True
+        return where
+
+    def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
+            describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT) -> None:
+        """`fn(*args)` for each args (where `where`, else `self.where`); `on_done(i, result)` as each
+        finishes, in this thread."""
+        where = where or self.where(len(args_list))
+
+        def done(i: int, result: Any) -> None:
+            on_done(i, result)
+            self.counter.completed_one()
+
+        if where == "here":
+            _run_here(fn, args_list, done, describe, resume_hint)
+        elif where == "processes":
+            if self._pool is None:
+                self._pool = WorkerPool(local_cpus(self.cfg))
+            self._pool.run(fn, args_list, done, lambda i, exc: _one_line(describe(i), exc, resume_hint))
+        else:
+            _run_on_ray(fn, args_list, done, describe, resume_hint)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _run_here(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
               describe: Callable[[int], str], resume_hint: str) -> None:
-    """In the main thread, where ops' SIGALRM time limits work, as in a Ray worker."""
+    """In the main thread, where ops' SIGALRM time limits work, as in a worker."""
     for i, args in enumerate(args_list):
         try:
             result = fn(*args)
@@ -79,6 +149,12 @@ def _run_here(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, 
         except Exception as exc:
             raise _failed(describe(i), exc, resume_hint) from exc
         on_done(i, result)
+
+
+def _one_line(what: str, exc: BaseException, resume_hint: str) -> BaseException:
+    """What a driver raises for a task's failure: our own errors as they are (they are one line
+    already), anything else as the one line of `_failed`."""
+    return exc if isinstance(exc, YlinkError) else _failed(what, exc, resume_hint)
 
 
 _REMOTES: dict[Callable, Any] = {}  # each function becomes a Ray remote function once per process
@@ -119,16 +195,16 @@ def _run_on_ray(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int
                 if not isinstance(exc, ray.exceptions.RayError):
                     raise
                 cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                if isinstance(cause, YlinkError):
-                    raise cause from None
-                raise _failed(describe(i), cause, resume_hint) from exc
+                error = _one_line(describe(i), cause, resume_hint)
+                raise error from (None if error is cause else exc)
             on_done(i, result)
 
 
 def _failed(what: str, cause: BaseException, resume_hint: str) -> YlinkError:
     """The one line of a task that failed, wherever it ran."""
     text = str(cause).strip()
-    return YlinkError(f"{what} failed: {type(cause).__name__}: {text.splitlines()[-1] if text else ''}"
+    name = getattr(cause, "type_name", type(cause).__name__)  # workers.RemoteError stands for another type
+    return YlinkError(f"{what} failed: {name}: {text.splitlines()[-1] if text else ''}"
                       f" (finished work is kept: {resume_hint})")
 
 

@@ -31,7 +31,7 @@ from .stats import TaskStats
 BATCH_DOCS = 2048
 BATCH_TEXT_BYTES = 8 * 1024 * 1024
 DECISION_COLUMNS = ("task", "row", "reason")
-CRASH_TASK_ENV, CRASH_EXIT_CODE = "YLINK_TEST_CRASH_TASK", 137  # see _crash_if_asked
+CRASH_TASK_ENV, CRASH_TIMES_ENV, CRASH_EXIT_CODE = "YLINK_TEST_CRASH_TASK", "YLINK_TEST_CRASH_TIMES", 137  # see _crash_if_asked
 
 
 @dataclass
@@ -154,9 +154,19 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
 def _crash_if_asked(spec: TaskSpec) -> None:
     """Fault injection for tests (DEVELOPERS.md): with YLINK_TEST_CRASH_TASK=N in the environment,
     the worker process that runs phase 0's task N dies on the spot, as one the kernel's OOM killer
-    took would, and so does every retry."""
-    if spec.phase.index == 0 and os.environ.get(CRASH_TASK_ENV) == str(spec.task):
-        os._exit(CRASH_EXIT_CODE)
+    took would, and so does every retry; with YLINK_TEST_CRASH_TIMES=K:FILE as well, only its first
+    K attempts die (each adds a byte to FILE), and the next runs the task."""
+    if spec.phase.index != 0 or os.environ.get(CRASH_TASK_ENV) != str(spec.task):
+        return
+    times = os.environ.get(CRASH_TIMES_ENV)
+    if times:
+        limit, path = times.split(":", 1)
+        with open(path, "a+") as f:
+            f.seek(0)
+            if len(f.read()) >= int(limit):
+                return
+            f.write("x")
+    os._exit(CRASH_EXIT_CODE)
 
 
 # ----------------------------------------------------------------------------- sources

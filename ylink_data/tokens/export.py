@@ -176,27 +176,18 @@ def _run_jobs(jobs: list[ShardJob], todo: list[int], entries: dict[int, dict], r
               progress: bool | None, shown: str) -> None:
     from ..config import RayConfig
     from ..pipeline.progress import RunProgress
-    from ..pipeline.ray_env import ensure_ray
-    from ..pipeline.submit import TaskCounter, runs_here, submit_all
+    from ..pipeline.submit import Scheduler
 
     bar = RunProgress(progress)
-    with bar:
+    with bar, Scheduler(RayConfig(address=ray_address)) as scheduler:
         handle = bar.phase(f"export megatron: {shown}", len(jobs), len(jobs) - len(todo))
         if todo:
-            cfg = RayConfig(address=ray_address)
-            here = runs_here(cfg, len(todo))  # one shard: in this process, without starting Ray
-            if not here:
-                ensure_ray(cfg)
-            counter = TaskCounter()
-
             def done(k: int, entry: dict) -> None:
                 entries[todo[k]] = entry
                 bar.advance(handle, entry["documents"])
-                counter.completed_one()
 
-            submit_all(export_shard, [(jobs[i],) for i in todo], done,
-                       describe=lambda k: f"shard {jobs[todo[k]].path}", here=here,
-                       resume_hint="rerun the same export to resume")
+            scheduler.run(export_shard, [(jobs[i],) for i in todo], done,
+                          describe=lambda k: f"shard {jobs[todo[k]].path}", resume_hint="rerun the same export to resume")
         bar.finish(handle)
 
 
