@@ -21,6 +21,7 @@ import os
 import pickle
 import signal
 import subprocess
+import traceback
 from collections import deque
 from multiprocessing.connection import wait  # poll(2): no limit of 1,024 file descriptors
 from typing import Any, BinaryIO, Callable, Sequence
@@ -33,6 +34,14 @@ _WORKER_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 class WorkerCrashedError(RuntimeError):
     """A task's worker process died under it on every attempt (Ray's name for the same failure)."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback of a task's exception in its worker, made the exception's cause in the driver
+    (as concurrent.futures does): `ylink --debug` shows where the task failed."""
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class RemoteError(RuntimeError):
@@ -58,7 +67,10 @@ class _Worker:
     def reply(self) -> tuple[str, Any]:
         """("ok", result) or ("error", exception); EOFError when the worker died."""
         (data,) = receive(self.proc.stdout, 1)
-        return pickle.loads(data)
+        status, value, *where = pickle.loads(data)
+        if where:
+            value.__cause__ = RemoteTraceback(where[0])
+        return status, value
 
     def died(self) -> str:
         code = self.proc.wait()
@@ -69,8 +81,7 @@ class _Worker:
         return f"exit code {code}"
 
     def close(self, kill: bool = False) -> None:
-        """End the worker: EOF on its stdin ends an idle one; `kill` (or one that does not end) is
-        killed."""
+        """End the worker: kill it, or close its pipes (EOF ends an idle worker) and wait."""
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
@@ -133,9 +144,12 @@ class WorkerPool:
             raise
 
     def close(self) -> None:
+        """End the workers. They are idle (each replied to its last task, whose files and marker were
+        written before it returned), so they are killed: a clean interpreter exit of each would
+        hold up the end of the run by a quarter of a second for nothing."""
         workers, self._idle = self._idle, []
         for worker in workers:
-            worker.close()
+            worker.close(kill=True)
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -149,17 +163,19 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
             return
         try:
             fn, args = pickle.loads(data)
-            reply = ("ok", fn(*args))
+            reply: tuple = ("ok", fn(*args))
         except Exception as exc:  # the task's failure, reported by the driver as one line
-            reply = ("error", exc)
+            reply = ("error", exc, traceback.format_exc())
         try:
             payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
             pickle.loads(payload)  # an exception whose constructor takes other arguments fails here
         except Exception as exc:
-            status, value = reply
-            error = (RemoteError(type(value).__name__, str(value)) if status == "error" else
-                     RemoteError(type(exc).__name__, f"the task's result cannot be sent back: {exc}"))
-            payload = pickle.dumps(("error", error))
+            if reply[0] == "error":
+                reply = ("error", RemoteError(type(reply[1]).__name__, str(reply[1])), reply[2])
+            else:
+                reply = ("error", RemoteError(type(exc).__name__, f"the task's result cannot be sent back: {exc}"),
+                         traceback.format_exc())
+            payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         send(replies, payload)
 
 
@@ -169,4 +185,7 @@ def _main() -> None:
 
 
 if __name__ == "__main__":
-    _main()
+    # The module's own copy, not `__main__`'s: RemoteError must pickle by the name the driver knows.
+    from ylink_data.pipeline.workers import _main as main
+
+    main()

@@ -34,7 +34,7 @@ class Extract(DocumentMapper):
         self._process: ExtractorProcess | None = None
 
     def setup(self) -> None:
-        self._extractor().start()
+        self._extractor().spawn()  # ready by the first page, which waits for it
 
     def teardown(self) -> None:
         if self._process is not None:

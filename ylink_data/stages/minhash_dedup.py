@@ -48,8 +48,9 @@ from ..transform.units import unit_languages
 from . import register
 from .base import Fraction, GlobalOp
 
-_EMPTY = pa.table({"task": pa.array([], pa.int32()), "row": pa.array([], pa.int64()),
-                   "reason": pa.array([], pa.string())})
+# Its empty table is made when needed: making any table imports pandas (0.1 s), which importing this
+# module (every command validating a config does) need not.
+_DECISIONS = pa.schema([("task", pa.int32()), ("row", pa.int64()), ("reason", pa.string())])
 
 
 @register
@@ -270,7 +271,7 @@ def _choose_kept(layout: RunLayout, work: str, q: int, tasks: list[int], offsets
                  cluster_columns: bool) -> pa.Table:
     members = _read_all(layout.fs, f"{work}/clusters/to-{q:05d}")
     if members is None:
-        return _EMPTY
+        return _DECISIONS.empty_table()
     # Within each cluster the kept document sorts first: by policy, then input order (node).
     node = members.column("node").to_numpy()
     label = members.column("label").to_numpy()

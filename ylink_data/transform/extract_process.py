@@ -50,18 +50,29 @@ class ExtractorProcess:
     def __init__(self, extractor: str):
         self.extractor = extractor
         self._child: subprocess.Popen | None = None
+        self._ready = False  # the child said it loaded its extractor
 
-    def start(self) -> None:
-        """Start the child and wait until its extractor is loaded (also done by the first `extract`)."""
+    def spawn(self) -> None:
+        """Start the child without waiting for it: it loads its extractor (half a second) while
+        this process reads the first pages."""
         if self._child is not None and self._child.poll() is None:
             return
         self.close()
         self._child = start_child(__name__, self.extractor)
+        self._ready = False
+
+    def start(self) -> None:
+        """Start the child (unless `spawn` did) and wait until its extractor is loaded (also done by
+        the first `extract`)."""
+        self.spawn()
+        if self._ready:
+            return
         reply = self._reply(_START_LIMIT_S)
         if reply is None or reply[0] != "ready":
             self.close()
             why = f"did not start in {_START_LIMIT_S:g} s" if reply is None else f"failed to start: {reply[1]}"
             raise ExtractorFailed(f"the {self.extractor} extractor process {why}")
+        self._ready = True
 
     def extract(self, html: str, url: str | None, time_limit_s: float) -> tuple[str, str]:
         """(main text, engine), as `extract_with_engine` gives them."""
