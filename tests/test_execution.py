@@ -250,3 +250,22 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_memory_inputs_reach_worker_processes(tmp_path):
+    """memory:// lives in the driver only: its files travel to worker processes with the task."""
+    import fsspec
+
+    mem = fsspec.filesystem("memory")
+    files = sorted(SAMPLES.glob("*.warc.gz"))[:3]
+    for path in files:
+        mem.pipe_file(f"/exec-test/{path.name}", path.read_bytes())
+    runs = {}
+    for name, paths in [("memory", ["memory://exec-test/*.warc.gz"]), ("local", [str(p) for p in files])]:
+        out = tmp_path / name
+        cfg = {"input": {"paths": paths, "split_bytes": SPLIT}, "output": {"path": str(out)},
+               "stages": [{"extract": {}}], "ray": {"execution": "processes", "num_cpus": 2}}
+        _, stats = ylink_data.run(cfg, progress=False)
+        assert json.loads((out / "run.json").read_text())["tasks"] > 2
+        runs[name] = (sorted(ylink_data.open_run(str(out)).to_arrow().column("text").to_pylist()), _counts(stats))
+    assert runs["memory"][0] and runs["memory"] == runs["local"]

@@ -16,11 +16,14 @@ from typing import BinaryIO
 _LENGTH = struct.Struct("<Q")
 
 
+_PARENT_ENV = "YLINK_PARENT_PID"
+
+
 def start_child(module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`python -m MODULE ARGS...` with pipes on its stdin and stdout (stderr is the parent's), running
     the same code as this process; `serve_stdio` in the child makes those pipes its channel."""
     return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={**child_env(), **(env or {})})
+                            env={**child_env(), **(env or {}), _PARENT_ENV: str(os.getpid())})
 
 
 def child_env() -> dict[str, str]:
@@ -31,26 +34,37 @@ def child_env() -> dict[str, str]:
 
 def serve_stdio() -> tuple[BinaryIO, BinaryIO]:
     """In the child: (requests, replies). The kernel kills it when its parent dies, Ctrl-C is left to
-    the parent (which ends its children), and what a library prints goes to stderr, not into the
-    replies."""
+    the parent (which ends its children), what a library prints goes to stderr, not into the
+    replies, and a reply to a parent that has gone away ends the child quietly."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    sys.excepthook = _quiet_broken_pipe
     return sys.stdin.buffer, replies
+
+
+def _quiet_broken_pipe(kind, value, tb) -> None:
+    if issubclass(kind, BrokenPipeError):
+        os._exit(0)  # no one is left to read a reply, nor a traceback about it
+    sys.__excepthook__(kind, value, tb)
 
 
 def die_with_parent() -> None:
     """On Linux, have the kernel kill this process when its parent dies: a killed run must not leave
-    a child chewing a hostile page or a task for minutes. Elsewhere stdin's EOF ends the child once
-    it is idle."""
+    a child chewing a hostile page or a task for minutes. A parent that died before this call (the
+    kernel would never tell) ends the child now. Elsewhere stdin's EOF ends the child once it is
+    idle."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        if os.environ.get(_PARENT_ENV, str(os.getppid())) != str(os.getppid()):
+            os._exit(0)
 
 
 def send(stream: BinaryIO, *fields: bytes) -> None:
+    """BrokenPipeError when the other side is gone (a child's parent that died: see `serve_stdio`)."""
     for field in fields:
         stream.write(_LENGTH.pack(len(field)))
         stream.write(field)

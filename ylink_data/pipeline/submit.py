@@ -101,7 +101,8 @@ class Scheduler:
         """Where a batch of `tasks` runs; if on Ray, Ray is up when this returns."""
         where = where_to_run(self.cfg, tasks)
         if where == "ray" and not self._ray_ready:
-            ensure_ray(self.cfg)
+            # An embedded Ray gets the CPUs worker processes would (Ray itself ignores a `taskset`).
+            ensure_ray(self.cfg if self.cfg.address else self.cfg.model_copy(update={"num_cpus": local_cpus(self.cfg)}))
             if self._on_ray_start is not None:
                 self._on_ray_start()
             self._ray_ready = True
