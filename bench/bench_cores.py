@@ -1,7 +1,7 @@
 """Benchmark: does a run use both cores? The same pipeline as whole commands on 1 CPU and on 2
 (issue 17, point 3: 2 CPUs should give at least 1.8x the throughput of 1).
 
-    .venv/bin/python bench/bench_cores.py [--repeats 3] [--copies 40] [--files 16] [--executions auto,ray]
+    .venv/bin/python bench/bench_cores.py [--repeats 3] [--copies 40] [--files 16] [--file-copies 4] [--executions auto,ray]
 
 Each command is `python -m ylink_data run P.yaml --no-progress --fresh --set ray.num_cpus=N` under
 `taskset` on N cores (core 0; cores 0-1), default `input.split_bytes` (null: tasks sized from the
@@ -16,7 +16,8 @@ machine other jobs share, and the pipeline's ratio is to be read against it.
 
 Inputs (built into bench/_data, ignored by git), real pages only: the bundled crawl
 (samples/crawl/*.warc.gz) concatenated `--copies` times into one .warc.gz (bench_spine.py's file:
-one large file), and `--files` files each holding the bundled crawl 4 times (a multi-file input).
+one large file), and `--files` files each holding the bundled crawl `--file-copies` times (4: a
+multi-file input).
 Cases: the bare spine (`stages: []`) on both inputs, and `extract` on 4 of the files (4 tasks).
 """
 from __future__ import annotations
@@ -40,10 +41,10 @@ OUT = REPO / "bench" / "_out" / "cores"
 _PHASE = re.compile(r"^(phase \d+|publish shards)\b.* in ([\d.]+)s", re.M)
 
 
-def multi_file_input(files: int) -> list[Path]:
+def multi_file_input(files: int, copies: int) -> list[Path]:
     parts = sorted((REPO / "samples" / "crawl").glob("*.warc.gz"))
-    one = b"".join(p.read_bytes() for p in parts) * 4
-    folder = DATA / f"cores-f{files}"
+    one = b"".join(p.read_bytes() for p in parts) * copies
+    folder = DATA / (f"cores-f{files}" + (f"-x{copies}" if copies != 4 else ""))
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"crawl-{k:03d}.warc.gz" for k in range(files)]
     for p in paths:
@@ -94,12 +95,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--copies", type=int, default=40)
     ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--file-copies", type=int, default=4, help="copies of the bundled crawl in each of those files")
     ap.add_argument("--cases", default="large,multi,extract")
     ap.add_argument("--executions", default="auto", help="ray.execution values to run each case with")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     large = build_input(args.copies)
-    multi = multi_file_input(args.files)
+    multi = multi_file_input(args.files, args.file_copies)
     cases = {"large": ("spine, one large file", [large], []),
              "multi": (f"spine, {args.files} files", multi, []),
              "extract": ("extract, 4 files", multi[:4], [{"extract": {}}])}
