@@ -3,15 +3,15 @@ cluster (`ray.execution: auto` or `processes`, pipeline/submit.py).
 
 Each worker is this module run as `python -m ylink_data.pipeline.workers`, serving one task at a time
 over its pipes (io/pipes.py): a request is `(function, args)` pickled, a reply `("ok", result)` or
-`("error", exception)`. The functions are the same module-level task functions Ray runs, so only the
+`("error", exception, traceback text)`. The functions are the same module-level task functions Ray runs, so only the
 scheduler differs; a worker keeps its ops (and their models) from task to task, as a Ray worker does.
 
 Against an embedded Ray, a pool starts only the processes a local run needs: no GCS, raylet,
 dashboard, agents or log monitor, whose start and stop cost a run about 4 s here and whose Python
-processes compete with the tasks for the CPUs (bench/RESULTS.md, "Cores"). What Ray gives a task is
-kept: it runs in its worker's main thread (ops' SIGALRM time limits hold), alone on one CPU
-(`OMP_NUM_THREADS=1`, which pyarrow's thread pool honours, and one tokenizer thread, as Ray sets
-them), and a worker that dies under it (the OOM killer, a segfault) is replaced and the task retried
+processes compete with the tasks for the CPUs (bench/RESULTS.md, "Issue 17 on a quiet machine").
+What Ray gives a task is kept: it runs in its worker's main thread (ops' SIGALRM time limits hold),
+alone on one CPU (`OMP_NUM_THREADS=1`, which pyarrow's thread pool honours, and one tokenizer
+thread, as Ray sets them), and a worker that dies under it (the OOM killer, a segfault) is replaced and the task retried
 up to `MAX_RETRIES` times, as Ray's `max_retries` does. Workers die with the driver (PDEATHSIG), so a
 killed run leaves none behind to write beside its rerun.
 """
