@@ -14,9 +14,7 @@ import sys
 from typing import BinaryIO
 
 _LENGTH = struct.Struct("<Q")
-
-
-_PARENT_ENV = "YLINK_PARENT_PID"
+_PARENT_ENV = "YLINK_PARENT_PID"  # the pid a child's parent had when it started the child
 
 
 def start_child(module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -168,7 +168,8 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
             reply = ("error", exc, traceback.format_exc())
         try:
             payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-            pickle.loads(payload)  # an exception whose constructor takes other arguments fails here
+            if reply[0] == "error":  # an exception whose constructor takes other arguments fails here
+                pickle.loads(payload)  # (not a result: a helper task's table would be copied for nothing)
         except Exception as exc:
             if reply[0] == "error":
                 reply = ("error", RemoteError(type(reply[1]).__name__, str(reply[1])), reply[2])
