@@ -12,7 +12,7 @@ from rouge_score import rouge_scorer
 
 from tests.llmserver import LLMServer
 from ylink_data import run
-from ylink_data.datagen import evol
+from ylink_data.datagen import evol, heuristics
 from ylink_data.datagen.self_instruct import parse_list
 from ylink_data.pipeline.stats import check_invariant
 from ylink_data.transform.rouge import RougePool, rouge_l, tokens
@@ -127,10 +127,20 @@ def test_self_instruct_pool_filter_counts_and_rerun(ray_session, tmp_path):
         assert similar and len(similar) == drops["instruct_generate:similar"]
         assert all(max(_ref(r["instruction"], p) for p in kept) > 0.7 for r in similar)
         # The server's banned-keyword, punctuation and too-short items, each counted under its rule.
-        texts = [r["instruction"] for r in rejected if r["origin"] == "self_instruct"]
-        assert drops["instruct_generate:banned_keyword"] == sum("picture" in t for t in texts) > 0
-        assert drops["instruct_generate:punctuation"] == sum(t.startswith('"') for t in texts) > 0
-        assert drops["instruct_generate:too_short"] == texts.count("Tell a joke.") > 0
+        # Which candidates the run sees depends on the order concurrent answers come back in (the
+        # server's near-duplicates of the examples can be short too), so this asserts what the rules
+        # guarantee: every rejection under a rule is that rule's verdict, and each is counted.
+        by_rule: dict[str, list[str]] = {}
+        for r in rejected:
+            if r["origin"] == "self_instruct":
+                by_rule.setdefault(r["reason"], []).append(r["instruction"])
+        for rule in ("banned_keyword", "punctuation", "too_short"):
+            texts = by_rule.get(f"instruct_generate:{rule}", [])
+            assert len(texts) == drops[f"instruct_generate:{rule}"] > 0
+            assert all(heuristics.check(t, "en") == rule for t in texts), rule
+        assert "Tell a joke." in by_rule["instruct_generate:too_short"]
+        assert any("picture" in t for t in by_rule["instruct_generate:banned_keyword"])
+        assert all(heuristics.check(r["instruction"], "en") is None for r in made)
         assert not any("picture" in r["instruction"] or r["instruction"][0] == '"' for r in made)
         prompts = stage["counters"]["llm_requests"]
         assert stage["counters"]["candidates"] == 30 + sum(drops.values())
