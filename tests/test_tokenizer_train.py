@@ -162,3 +162,24 @@ def test_one_line_errors(tmp_path, capsys, case):
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and expect in err, err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_skipped_input_says_what_and_why(tmp_path, capsys):
+    """A 200 MB single-line file (over input.max_record_bytes) and binary bytes named .txt are not
+    documents: the error says which files were skipped and why, not only "no documents"."""
+    huge, binary = tmp_path / "one-line.txt", tmp_path / "binary.txt"
+    line = (SAMPLES.parent / "documents" / "poetry-faq.md").read_bytes().replace(b"\n", b" ")
+    with open(huge, "wb") as f:
+        for _ in range(200 * 2**20 // len(line) + 1):
+            f.write(line)
+    binary.write_bytes(hashlib.sha256(b"seed").digest() * 4096)  # 128 KiB that are not UTF-8
+    code, _, err = _train(capsys, str(huge), str(binary), "--vocab-size", "300", "--output", str(tmp_path / "t.json"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "no documents in" in err and "skipped 2 record(s)" in err
+    assert "larger than input.max_record_bytes" in err and f"{huge}@0" in err
+    assert "invalid UTF-8" in err and f"{binary}@" in err
+    # Beside a readable input, training goes on and the skipped files are still named.
+    good = str(TEST_DATA / "cc_en_head-0174.jsonl.gz")
+    code, out, err = _train(capsys, good, str(binary), "--vocab-size", "300", "--output", str(tmp_path / "t.json"))
+    assert code == 0 and "trained on" in out
+    assert "skipped 1 record(s)" in err and "invalid UTF-8" in err and str(binary) in err

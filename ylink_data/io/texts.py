@@ -6,6 +6,7 @@ extractor, as the `extract` op does it: in a child process killed at its time li
 is skipped, and counted, instead of holding training for minutes."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -17,29 +18,50 @@ from ..timelimit import DocumentTimeout
 from ..transform.extract import DEFAULT_EXTRACTOR
 from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
 from .fs import expand_paths, filesystem, join
-from .readers import Record, open_split, plan_splits, read_split
+from .readers import Bad, Record, Skip, open_split, plan_splits, read_split
 
 RUN_BATCH_ROWS = 1024  # rows of a run's shard read at a time: memory stays flat on any shard size
 
 
 @dataclass
 class Skipped:
-    """HTML pages the extractor could not read: counts by why ("timeout", "error") and the first one."""
+    """What the training commands left out of their input and why, as a run's quarantine and drop
+    counts would say it: records a reader could not read (a file over input.max_record_bytes, bytes
+    that are not UTF-8, a corrupt document), records that are not documents (an empty file), HTML
+    pages the extractor could not read (timeout, error). Counted by why, with the first of each."""
 
     counts: Counter = field(default_factory=Counter)
-    first: str = ""
+    first: dict[str, str] = field(default_factory=dict)  # why -> "file@offset: error" of the first one
+
+    def add(self, why: str, where: str, error: str = "") -> None:
+        self.counts[why] += 1
+        self.first.setdefault(why, f"{where}: {error}" if error else where)
 
     def describe(self, what: str) -> str:
-        counts = ", ".join(f"{n} {why}" for why, n in sorted(self.counts.items()))
-        return (f"{what}: skipped {sum(self.counts.values())} HTML page(s) the extractor could not read "
-                f"({counts}; first {self.first})")
+        total = sum(self.counts.values())
+        kinds = ", ".join(f"{n} {why} (first at {self.first[why]})" for why, n in self.counts.most_common(_KINDS_SHOWN))
+        more = len(self.counts) - _KINDS_SHOWN
+        return f"{what}: skipped {total} record(s): {kinds}" + (f", and {more} more kind(s)" if more > 0 else "")
+
+
+_KINDS_SHOWN = 5
+# A reader's error names offsets and sizes: "invalid UTF-8 at byte 17" and "... at byte 4" are one
+# kind of problem, counted together.
+_NUMBER = re.compile(r"(?<![\w-])\d+(?![\w-])")  # not the 8 of UTF-8
+
+
+def _kind(item: Bad | Skip) -> str:
+    if isinstance(item, Skip):
+        return f"not a document ({item.reason})"
+    return f"{item.reason}: {_NUMBER.sub('N', item.error)}"
 
 
 def iter_texts(paths: list[str], *, storage_options: dict[str, Any] | None = None, what: str = "input",
                skipped: Skipped | None = None) -> Iterator[tuple[str, str]]:
     """(document key, text) of every document of `paths`, in order, one at a time. The key is
     `url@offset` for input records and `url#row` for a run's rows. Unreadable records are left out
-    (a run would quarantine them); HTML pages the extractor fails on are counted in `skipped`. A
+    (a run would quarantine them), and so are records that are not documents; both, and HTML pages
+    the extractor fails on, are counted in `skipped`. A
     path that names nothing is an InputError naming `what[i]`."""
     options = storage_options or {}
     skipped = skipped if skipped is not None else Skipped()
@@ -57,13 +79,15 @@ def iter_texts(paths: list[str], *, storage_options: dict[str, Any] | None = Non
             for split in plan_splits(files, cfg, lambda _: options):
                 with open_split(split, options) as f:
                     for item in read_split(split, f, cfg):
+                        where = f"{redact_url(split.url)}@{item.offset}"
                         if not isinstance(item, Record):
+                            skipped.add(_kind(item), where)
                             continue
                         try:
                             text = _main_text(item, extractor)
                         except (DocumentTimeout, ExtractorFailed) as exc:
-                            skipped.counts["timeout" if isinstance(exc, DocumentTimeout) else "error"] += 1
-                            skipped.first = skipped.first or f"{redact_url(split.url)}@{item.offset}: {exc}"
+                            why = "timeout" if isinstance(exc, DocumentTimeout) else "error"
+                            skipped.add(f"HTML page the extractor could not read ({why})", where, str(exc))
                             continue
                         yield f"{split.url}@{item.offset}", text
 

@@ -56,14 +56,18 @@ def read_examples(paths: list[str], *, storage_options: dict[str, Any] | None = 
                   progress: Progress | None = None) -> list[Example]:
     """Every document of `paths` (cut into pieces when `chunk_chars` is set), in file order, read by
     `io.texts.iter_texts` (run folders too). An HTML page whose extraction fails or takes longer than
-    the extract op's default time limit is left out; `progress` hears how many were and the first
-    one's file, offset and error."""
+    the extract op's default time limit is left out, as are records the readers cannot read;
+    `progress` hears how many were, why, and the first of each; an input without documents is an
+    InputError that says so."""
     out: list[Example] = []
     skipped = Skipped()
     for group, text in iter_texts(paths, storage_options=storage_options, what=what, skipped=skipped):
         for piece in (chunk(text, chunk_chars) if chunk_chars else [text]):
             if len(piece.strip()) >= min_chars:
                 out.append(Example(piece, group))
+    if not out:
+        why = f" ({skipped.describe(what)})" if skipped.counts else ""
+        raise InputError(f"{what}: no documents in {', '.join(map(public_url, paths))}{why}")
     if skipped.counts and progress:
         progress(skipped.describe(what))
     return out
@@ -219,8 +223,6 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
         what = "--positive" if label == POSITIVE else "--negative"
         examples = read_examples(paths, storage_options=storage_options, chunk_chars=chunk_chars, what=what,
                                  progress=say)
-        if not examples:
-            raise InputError(f"{what}: no documents in {', '.join(map(public_url, paths))}")
         train, test = split_groups(examples, test_fraction, rng, max_docs_per_class)
         if not train or not test:
             raise InputError(f"{what}: too few documents ({len({e.group for e in examples})}) to hold out "

@@ -131,7 +131,8 @@ def train_tokenizer(inputs: list[str], output: str, vocab_size: int, *, seed: in
     stream = texts()
     first = next(stream, None)  # an input without documents fails here, before training
     if first is None:
-        raise InputError(f"no documents in {', '.join(redact_url(i) for i in inputs)}")
+        why = f" ({skipped.describe('input')})" if skipped.counts else ""
+        raise InputError(f"no documents in {', '.join(redact_url(i) for i in inputs)}{why}")
     stream = itertools.chain([first], stream)
     chosen: Iterable[str] = stream if max_documents is None else sample(stream, max_documents, seed)
     tok = train_on_texts(chosen, vocab_size, min_frequency=min_frequency, show_progress=show_progress)
