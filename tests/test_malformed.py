@@ -231,7 +231,8 @@ def test_warc_record_larger_than_max_record_bytes(name):
                  and len(p) > limit}
     assert len(too_large) == 2
     bads, rest = split_bads(items)
-    assert {b.offset for b in bads} == too_large and all("max_record_bytes" in b.error for b in bads)
+    assert {b.offset for b in bads} == too_large
+    assert all("max_record_bytes" in b.error and b.reason == "too_large" for b in bads)
     assert rest == [i for i in good if i.offset not in too_large]
 
 
@@ -310,7 +311,7 @@ def test_g_line_longer_than_max_record_bytes(tmp_path):
     offsets = [sum(len(x) for x in lines[:n]) for n in range(len(lines))]
     bads, rest = split_bads(items)
     assert [b.offset for b in bads] == [offsets[3]]
-    assert "max_record_bytes" in bads[0].error
+    assert "max_record_bytes" in bads[0].error and bads[0].reason == "too_large"
     assert [(r.offset, r.text) for r in rest] == [
         (offsets[n], json.loads(line)["text"]) for n, line in enumerate(lines) if n != 3]
     # with the default limit the same line is a document

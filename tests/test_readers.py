@@ -121,6 +121,20 @@ def test_warc_gz_responses_are_read_with_their_exact_text():
     assert [i.reason for i in items if isinstance(i, Skip)] == ["warc_warcinfo"]
 
 
+def test_a_made_up_warc_type_adds_no_reason_of_its_own(tmp_path):
+    """A damaged or hostile WARC-Type must not name a drop reason (each a key in stats.json): the
+    real file's warcinfo record, renamed to types WARC does not have, is counted as one reason."""
+    members = []
+    warcinfo = zlib.decompressobj(wbits=31).decompress(TRAFILATURA.read_bytes())  # the first gzip member
+    assert b"WARC-Type: warcinfo" in warcinfo
+    for made_up in (b"conve\xc3\xb8sion", b"x-custom", b"request2"):
+        members.append(gzip.compress(warcinfo.replace(b"warcinfo", made_up, 1)))
+    path = tmp_path / "types.warc.gz"
+    path.write_bytes(b"".join(members))
+    items, _ = read_all(path)
+    assert [i.reason for i in items] == ["warc_unknown_type"] * 3
+
+
 def test_uncompressed_warc_reads_the_same_documents_as_its_gzip(tmp_path):
     plain = tmp_path / "trafilatura.warc"
     plain.write_bytes(gzip.decompress(TRAFILATURA.read_bytes()))  # every member, concatenated

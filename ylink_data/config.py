@@ -68,6 +68,21 @@ class InputConfig(_Strict):
     # `tesseract` binary (true) in these Tesseract languages ('+'-joined, `tesseract --list-langs`).
     ocr: bool = False
     ocr_languages: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")] = "eng+chi_sim"
+    # Document files (PDF, DOCX, PPTX, Markdown) are read in a child process of each worker that is
+    # killed at this limit (io/readers/isolated.py), whatever holds it (Python, PDFium, lxml): the
+    # file is quarantined as `timeout`. 60 s: the bundled documents take 0.01-11 ms each, PDFium reads
+    # ~500 pages/s (bench/RESULTS.md, "Document readers (issue 15)"), and the densest DOCX that
+    # max_unpacked_bytes lets in ~40 s (34 MB of empty paragraphs: 9.4 s); OCR takes seconds a page,
+    # so scanned books read with `ocr: true` need more.
+    time_limit_s: Annotated[float, Field(gt=0, le=24 * 3600)] = 60.0
+    # DOCX and PPTX are ZIP packages: one that unpacks to more than this (the sizes its ZIP directory
+    # declares, checked before parsing) is quarantined as `too_large`. python-docx and python-pptx
+    # load every member and parse its XML into 5 (running text) to 16 (a million empty paragraphs)
+    # times its size in memory, 12 for a slide of many shapes (measured 2026-12, python-docx 1.2.0,
+    # python-pptx 1.0.2): 64 MiB is 1 GiB per worker at worst. Media (images) hardly compress, so a
+    # file under max_record_bytes that is not a ZIP bomb unpacks to about its own size plus its XML;
+    # the 21 bundled DOCX and PPTX unpack to 0.8 MB at most, most of it styles and theme.
+    max_unpacked_bytes: int = Field(64 * MiB, gt=0)
 
     @field_validator("paths", mode="before")
     @classmethod

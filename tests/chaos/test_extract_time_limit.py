@@ -109,7 +109,7 @@ def test_quality_train_skips_a_hostile_page_with_a_counted_message(shared_data, 
                            "--output", str(model)], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     skipped = [line for line in proc.stderr.splitlines() if "skipped" in line]
-    assert len(skipped) == 1 and "--positive: skipped 1 HTML page" in skipped[0], proc.stderr
+    assert len(skipped) == 1 and "--positive: skipped 1 record(s): 1 HTML page" in skipped[0], proc.stderr
     assert "nested-div.html" in skipped[0] and "timeout" in skipped[0]
     metrics = json.loads(model.with_suffix(".metrics.json").read_text())
     assert metrics["counts"]["positive_documents"] == 6 and metrics["counts"]["negative_documents"] == len(names) - 6

@@ -193,6 +193,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
             if isinstance(item, Record):
                 read.docs_in += 1
                 read.docs_out += 1
+                read.counters.update(item.counters)  # parts of a document its reader left out
                 cols["id"].append(document_id(source, item.offset))
                 cols["text"].append(item.text)
                 cols["url"].append(item.url)
@@ -324,6 +325,12 @@ def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
 # ----------------------------------------------------------------------------- ops
 
 
+# An op's error that starts with one of these is quarantined with it as its reason (stages/base.py
+# BatchResult), any other with `error`: `timeout` (a time limit, a model server that never answered
+# in time), `unusable_response` (a model server's answer that is no chat completion, llm/client.py).
+ERROR_REASONS = ("timeout", "unusable_response")
+
+
 def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:
     stage = stats.stage(idx, name)
     started = time.perf_counter()
@@ -346,7 +353,7 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
             if error is not None:
                 keep[i] = False
                 stage.quarantined += 1
-                reason = "timeout" if error.startswith("timeout") else "error"
+                reason = next((r for r in ERROR_REASONS if error.startswith(r)), "error")
                 stage.counters[f"quarantined_{reason}"] += 1
                 out.quarantine({"file": sources[i], "id": ids[i], "stage": name, "reason": reason, "error": error})
     if result.dropped:

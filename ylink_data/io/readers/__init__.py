@@ -255,6 +255,11 @@ def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record 
 
 
 def _read_document(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:
+    # Imported here: a web-crawl pipeline never starts the reader child (nor loads PDFium,
+    # python-docx or python-pptx in it).
+    from .isolated import read_document, reader_process
+
+    reader_process().spawn()  # it loads the readers while this process reads the file
     data = read_whole(f, cfg.max_record_bytes)
     if isinstance(data, Bad):
         yield data
@@ -262,23 +267,7 @@ def _read_document(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Rec
     if not data:  # a zero-byte file is no document of any format (an interrupted copy, usually)
         yield Bad(0, f"empty file (0 bytes), not a {split.format} document; remove it or copy it again")
         return
-    # Imported here: a web-crawl pipeline never loads PDFium, python-docx or python-pptx.
-    if split.format == "pdf":
-        from .pdf import read_pdf
-
-        yield from read_pdf(split, data, cfg.ocr, cfg.ocr_languages)
-    elif split.format == "docx":
-        from .docx import read_docx
-
-        yield from read_docx(split, data)
-    elif split.format == "pptx":
-        from .pptx import read_pptx
-
-        yield from read_pptx(split, data)
-    else:
-        from .markdown import read_markdown
-
-        yield from read_markdown(split, data)
+    yield from read_document(split, data, cfg)
 
 
 __all__ = ["Split", "Record", "Skip", "Bad", "plan_splits", "group_splits", "open_split", "read_split",

@@ -36,6 +36,9 @@ class Record:
     text: str | bytes  # bytes only when valid UTF-8 (see charset.html_text); `decoded()` for a str
     url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Counters the read stage adds up in stats.json (`skipped_part_pptx_shape`: parts of a document
+    # its reader left out, document.Parts).
+    counters: dict[str, int] = field(default_factory=dict)
 
     def decoded(self) -> str:
         return self.text.decode("utf-8") if isinstance(self.text, bytes) else self.text
@@ -47,13 +50,18 @@ class Skip:
     reason: str
 
 
+# Quarantine reasons of the readers (the `reason` of a quarantine entry): `too_large` for a record
+# over input.max_record_bytes or a package over input.max_unpacked_bytes, `timeout` for a document
+# over input.time_limit_s, and the document readers' `encrypted` and `needs_ocr`; anything else
+# that cannot be read is `unreadable`.
+UNREADABLE, TOO_LARGE, TIMEOUT = "unreadable", "too_large", "timeout"
+
+
 @dataclass(slots=True)
 class Bad:
     offset: int
     error: str
-    # The quarantine entry's reason: `unreadable`, or a more telling one where the reader knows it
-    # (the document readers' `encrypted` and `needs_ocr`).
-    reason: str = "unreadable"
+    reason: str = UNREADABLE
 
 
 # What a damaged compressed stream raises (gzip: EOFError, zlib.error, BadGzipFile; bz2: OSError;
@@ -82,9 +90,14 @@ def is_io_failure(exc: BaseException) -> bool:
 
 def describe_error(exc: BaseException) -> str:
     """One readable line: parsers quote raw bytes in their messages, which are escaped here."""
-    text = " ".join(str(exc).split())
-    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[:200])
+    text = one_line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """`text` on one line of at most `limit` characters, those that do not print escaped."""
+    text = " ".join(text.split())
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[:limit])
 
 
 def read_whole(f: IO[bytes], max_record_bytes: int) -> bytes | Bad:
@@ -96,5 +109,6 @@ def read_whole(f: IO[bytes], max_record_bytes: int) -> bytes | Bad:
             raise
         return Bad(0, f"compressed file is truncated or corrupt: {describe_error(exc)}")
     if len(data) > max_record_bytes:
-        return Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+        return Bad(0, f"file larger than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it",
+                   TOO_LARGE)
     return data

@@ -5,27 +5,82 @@ A document's text is Markdown: `#` headings, `- ` / `1. ` list items, pipe table
 separated by a blank line. Pages (PDF) and slides (PPTX) are separated by a blank line too, and
 `metadata.page_offsets[i]` is the character offset (Python str index) where page i+1 begins, so that
 the `chunk` op can give every chunk its page range. Metadata keys (ylink_data/schema.py):
-`content_type`, `title`, `pages` (page or slide count, where the format has pages) and `page_offsets`.
+`content_type`, `title`, `pages` (page or slide count, where the format has pages), `page_offsets`,
+and `skipped_parts` where the reader left parts out (`Parts`).
+
+The readers run in a child process (isolated.py) that turns any failure on a file into a quarantined
+file; inside a file, `Parts` keeps one unreadable part from costing the rest.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import re
-from typing import Any
+import zipfile
+from collections import Counter
+from typing import Any, Iterator
 
 from ...redaction import redact_url
-from .base import Record, Split
+from .base import TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split, describe_error
 
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 MARKDOWN = "text/markdown"
 
-# Quarantine reasons of the document readers (the `reason` of a quarantine entry).
-UNREADABLE, ENCRYPTED, NEEDS_OCR = "unreadable", "encrypted", "needs_ocr"
+# Quarantine reasons of the document readers beside base.py's (the `reason` of a quarantine entry).
+ENCRYPTED, NEEDS_OCR = "encrypted", "needs_ocr"
+
+
+class Parts:
+    """The parts of one file its reader left out because reading them failed (a shape python-pptx
+    has no class for, a table python-docx cannot lay out, a slide whose XML is another format's),
+    counted by kind. A deck is kept without the one shape: quarantining it whole would lose what a
+    user came for. The count goes to the document's `metadata.skipped_parts` and the read stage's
+    `skipped_part_<kind>` counters, so nothing is left out silently."""
+
+    def __init__(self) -> None:
+        self.skipped: Counter = Counter()
+        self.first: str | None = None  # "pptx_shape: NotImplementedError: ...", for a file left empty
+
+    @contextlib.contextmanager
+    def part(self, kind: str) -> Iterator[None]:
+        """Runs the block for one part; an exception of any kind skips the part (not the file).
+        A time limit (DocumentTimeout, a BaseException) passes on."""
+        try:
+            yield
+        except Exception as exc:
+            self.skip(kind, describe_error(exc))
+
+    def skip(self, kind: str, why: str) -> None:
+        self.skipped[kind] += 1
+        if self.first is None:
+            self.first = f"{kind}: {why}"
+
+    def nothing_read(self) -> Skip | Bad:
+        """What a file with no text is: empty, or unreadable when parts of it could not be read."""
+        if not self.skipped:
+            return Skip(0, "empty")
+        return Bad(0, f"no part of it could be read ({sum(self.skipped.values())} skipped; the first, "
+                      f"{self.first}); the file is damaged or uses a feature the reader lacks", UNREADABLE)
+
+
+def too_large(data: bytes, limit: int) -> Bad | None:
+    """A ZIP package (DOCX, PPTX) that unpacks to more than `limit` bytes, from the sizes its central
+    directory declares, before anything is unpacked: zipfile reads a member up to its declared size
+    and no further (a member that holds more fails its CRC check), so these sizes bound what the
+    reader can unpack. python-docx and python-pptx load every member whole, and parsed XML takes
+    5-16 times its size (config.py, input.max_unpacked_bytes)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        total = sum(info.file_size for info in z.infolist())
+    if total <= limit:
+        return None
+    return Bad(0, f"unpacks to {total:,} bytes ({total / 2**20:,.0f} MiB), over input.max_unpacked_bytes "
+                  f"({limit:,}); raise it to read this file", TOO_LARGE)
 
 
 def document(split: Split, pages: list[str], content_type: str, title: str | None,
-             paged: bool = True) -> Record:
+             paged: bool = True, parts: Parts | None = None) -> Record:
     """One record from the Markdown of each page (one entry for formats without pages)."""
     text, starts = "", []
     for page in pages:
@@ -40,7 +95,11 @@ def document(split: Split, pages: list[str], content_type: str, title: str | Non
     if paged:
         meta["pages"] = len(pages)
         meta["page_offsets"] = starts
-    return Record(0, text, redact_url(split.url), meta)
+    counters = {}
+    if parts is not None and parts.skipped:
+        meta["skipped_parts"] = dict(sorted(parts.skipped.items()))
+        counters = {f"skipped_part_{kind}": n for kind, n in meta["skipped_parts"].items()}
+    return Record(0, text, redact_url(split.url), meta, counters)
 
 
 def first_heading(markdown: str) -> str | None:

@@ -22,7 +22,7 @@ from docx.table import Table
 from lxml import etree
 
 from .base import Bad, Record, Skip, Split
-from .document import DOCX, UNREADABLE, document, first_heading, table
+from .document import DOCX, Parts, document, first_heading, table, too_large
 from .omml import omml_to_latex
 from .wordlists import WordLists
 
@@ -32,26 +32,38 @@ _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 _OMATH, _EQ = _M + "oMath", "\x00"
 _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _HEADING = re.compile(r"^(?:heading|überschrift|titre|título|标题)\s*(\d)$", re.I)
-_P, _TBL, _SDT = qn("w:p"), qn("w:tbl"), qn("w:sdt")
+_P, _TBL, _SDT, _DOCUMENT = qn("w:p"), qn("w:tbl"), qn("w:sdt"), qn("w:document")
+_MAX_LEVEL = 8  # list levels 0-8, as Word has them: an ilvl of 10**9 would indent by 4 GB of spaces
+# python-docx gives a row one cell per column a cell spans, so a `w:gridSpan` of 10**9 in a 1 KB
+# file would build a billion cells. Word makes at most 63 columns; other writers more, not thousands.
+_MAX_COLUMNS = 1000
 _TEXTS, _BREAKS, _TAB, _TXBX = {qn("w:t"), _M + "t"}, {qn("w:br"), qn("w:cr")}, qn("w:tab"), qn("w:txbxContent")
 
 
-def read_docx(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:
-    try:
-        doc = docx.Document(io.BytesIO(_transitional(data)))
-    except (zipfile.BadZipFile, KeyError, ValueError, etree.XMLSyntaxError) as exc:
-        yield Bad(0, f"not a readable .docx (corrupt, truncated or another format: {type(exc).__name__}: "
-                     f"{' '.join(str(exc).split())[:150]})", UNREADABLE)
+def read_docx(split: Split, data: bytes, max_unpacked_bytes: int) -> Iterator[Record | Skip | Bad]:
+    """What python-docx raises on the file as a whole is left to the caller (isolated.py: the file is
+    quarantined); a paragraph or table it fails on is skipped and counted (`Parts`)."""
+    big = too_large(data, max_unpacked_bytes)
+    if big:
+        yield big
         return
-    numbered = WordLists.of(doc)
-    blocks = list(_blocks(doc, doc.element.body, numbered))
+    doc = docx.Document(io.BytesIO(_transitional(data)))
+    if doc.element.tag != _DOCUMENT:
+        raise ValueError(f"word/document.xml holds <{etree.QName(doc.element).localname}>, not a Word document")
+    parts = Parts()
+    numbered = WordLists()
+    with parts.part("docx_numbering"):  # without it, numbered paragraphs are bullets
+        numbered = WordLists.of(doc)
+    blocks = _blocks(doc, doc.element.body, numbered, parts)
     markdown = "\n\n".join(b for b in blocks if b)
     markdown = re.sub(r"(?m)^((?:\s*)(?:- |\d+\. ).*)\n\n(?=\s*(?:- |\d+\. ))", r"\1\n", markdown)
     if not markdown.strip():
-        yield Skip(0, "empty")
+        yield parts.nothing_read()
         return
-    title = (doc.core_properties.title or "").strip() or first_heading(markdown)
-    yield document(split, [markdown], DOCX, title, paged=False)
+    title = ""
+    with parts.part("docx_properties"):
+        title = (doc.core_properties.title or "").strip()
+    yield document(split, [markdown], DOCX, title or first_heading(markdown), paged=False, parts=parts)
 
 
 def _transitional(data: bytes) -> bytes:
@@ -79,19 +91,23 @@ def _zip_mentions(data: bytes, needle: bytes) -> bool:
         return False
 
 
-def _blocks(doc, parent, numbered: WordLists) -> Iterator[str]:
+def _blocks(doc, parent, numbered: WordLists, parts: Parts) -> list[str]:
+    out: list[str] = []
     for child in parent.iterchildren():
         if child.tag == _P:
-            boxes: list = []
-            yield _paragraph(doc, child, numbered, boxes)
-            for box in boxes:  # text boxes anchored in the paragraph, as their own blocks after it
-                yield from _blocks(doc, box, numbered)
+            with parts.part("docx_paragraph"):
+                boxes: list = []
+                out.append(_paragraph(doc, child, numbered, boxes))
+                for box in boxes:  # text boxes anchored in the paragraph, as their own blocks after it
+                    out += _blocks(doc, box, numbered, parts)
         elif child.tag == _TBL:
-            yield _table(Table(child, doc))
+            with parts.part("docx_table"):
+                out.append(_table(Table(child, doc)))
         elif child.tag == _SDT:
             content = child.find(qn("w:sdtContent"))
             if content is not None:
-                yield from _blocks(doc, content, numbered)
+                out += _blocks(doc, content, numbered, parts)
+    return out
 
 
 def _text(el, boxes: list | None = None, maths: list | None = None) -> str:
@@ -146,7 +162,7 @@ def _paragraph(doc, p, numbered: WordLists, boxes: list) -> str:
         return "#" * min(int(m.group(1)) + 1, 6) + " " + text
     num = p.find(f"{qn('w:pPr')}/{qn('w:numPr')}")
     if num is not None or style.startswith("list"):
-        level = _attr_int(num, "w:ilvl") if num is not None else 0
+        level = min(max(_attr_int(num, "w:ilvl"), 0), _MAX_LEVEL) if num is not None else 0
         num_id = str(_attr_int(num, "w:numId")) if num is not None else ""
         label = numbered.label(num_id, level) if num is not None else ("1." if "number" in style else None)
         if label is None:
@@ -179,10 +195,17 @@ def _attr_int(el, child: str) -> int:
 
 
 def _table(t: Table) -> str:
+    for tr in t._tbl.tr_lst:
+        width = sum(tc.grid_span for tc in tr.tc_lst)
+        if width > _MAX_COLUMNS:
+            raise ValueError(f"a table row spans {width:,} columns (Word allows 63)")
+    texts: dict = {}  # a cell spanning columns comes once per column: its text is read once
     rows = []
     for row in t.rows:
         cells = []
         for cell in row.cells:
-            cells.append(" ".join(_text(p) for p in cell._tc.iter(_P)))
+            if cell._tc not in texts:
+                texts[cell._tc] = " ".join(_text(p) for p in cell._tc.iter(_P))
+            cells.append(texts[cell._tc])
         rows.append(cells)
     return table(rows)

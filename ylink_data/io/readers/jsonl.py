@@ -14,7 +14,7 @@ import json
 import re
 from typing import IO, Any, Iterator
 
-from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
+from .base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
@@ -56,7 +56,8 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
         start, pos = pos, pos + len(line)
         if len(line) > max_record_bytes and not line.endswith(b"\n"):
             pos += _skip_rest_of_line(f)
-            yield Bad(start, f"line longer than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it")
+            yield Bad(start, f"line longer than input.max_record_bytes ({max_record_bytes} bytes); raise it to read it",
+                      TOO_LARGE)
             continue
         if not line.strip():
             continue  # blank lines separate nothing: not records

@@ -1,9 +1,11 @@
 """OCR of PDF pages without a usable text layer (`input.ocr: true`): the page rendered by PDFium at
-300 dpi, read by the `tesseract` binary (Debian's tesseract-ocr, tesseract-ocr-chi-sim). Through the
-binary rather than a Python binding: nothing to compile, and a page that hangs it can be timed out."""
+300 dpi (less for a page too large for MAX_PIXELS), read by the `tesseract` binary (Debian's
+tesseract-ocr, tesseract-ocr-chi-sim). Through the binary rather than a Python binding: nothing to
+compile, and a page that hangs it can be timed out."""
 from __future__ import annotations
 
 import io
+import math
 import re
 import shutil
 import subprocess
@@ -13,6 +15,11 @@ import pypdfium2 as pdfium
 from ...errors import InputError
 
 DPI = 300
+# The most pixels a page is rendered to: a larger page is rendered at a lower resolution that fits.
+# 300 dpi is 8.7 million pixels for an A4 page and 35 million for A2; a one-page PDF of 14400 x 14400
+# pt (a poster, or a hostile file) would be 3.6 billion, over 10 GB as RGB, and the run died with
+# MemoryError. 40 million pixels: A2 and smaller pages at the full 300 dpi, 160 MB of BGRA at most.
+MAX_PIXELS = 40_000_000
 TIMEOUT_S = 300
 _CJK_SPACE = re.compile(r"(?<=[\u2e80-\u9fff\uff00-\uffef]) (?=[\u2e80-\u9fff\uff00-\uffef])")
 
@@ -26,10 +33,20 @@ def tesseract() -> str:
     return path
 
 
+def render_scale(width_pt: float, height_pt: float) -> float:
+    """Pixels per PDF point (1/72 inch) to render a page at: 300 dpi, or less where that would make
+    more than MAX_PIXELS."""
+    scale = DPI / 72
+    area = width_pt * height_pt
+    if area * scale * scale > MAX_PIXELS:
+        scale = math.sqrt(MAX_PIXELS / area)
+    return scale
+
+
 def ocr_page(page: pdfium.PdfPage, languages: str) -> str:
     """The page's text as Tesseract reads it: paragraphs separated by a blank line."""
     try:
-        image = page.render(scale=DPI / 72).to_pil()
+        image = page.render(scale=render_scale(*page.get_size())).to_pil()
     finally:
         page.close()
     png = io.BytesIO()

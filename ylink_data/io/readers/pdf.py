@@ -23,8 +23,8 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from .base import Bad, Record, Skip, Split
-from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, document, first_heading
-from .pdflayout import Line, body_size, heading_levels, page_markdown, without_running_lines
+from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, Parts, document, first_heading
+from .pdflayout import Line, Page, body_size, heading_levels, page_markdown, without_running_lines
 
 _GARBAGE = re.compile(r"[\ue000-\uf8ff\ufffd\x00\x01\x03-\x08\x0b\x0e-\x1f]")  # not \x02: a soft hyphen
 _ARABIC = re.compile(r"[\u0600-\u06ff]")
@@ -56,6 +56,7 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
         else:
             yield Bad(0, f"corrupt PDF, PDFium cannot open it ({exc})", UNREADABLE)
         return
+    parts = Parts()
     try:
         if len(pdf) == 0:
             yield Bad(0, "PDF with zero pages", UNREADABLE)
@@ -76,7 +77,9 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
                 yield Bad(0, f"tesseract took over {OCR_TIMEOUT_S} s on a page; the page is too large "
                              f"or not text", UNREADABLE)
                 return
-        title = (pdf.get_metadata_dict().get("Title") or "").strip()
+        title = ""
+        with parts.part("pdf_properties"):  # a Title that is not UTF-16 (a lone surrogate) raises
+            title = (pdf.get_metadata_value("Title") or "").strip()
     except pdfium.PdfiumError as exc:
         yield Bad(0, f"corrupt PDF, PDFium fails on a page ({exc})", UNREADABLE)
         return
@@ -90,10 +93,10 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
         yield Skip(0, "empty")
         return
     # The first heading before the Title entry, which is often the authoring tool's file name.
-    yield document(split, markdown, PDF, first_heading("\n".join(markdown)) or title)
+    yield document(split, markdown, PDF, first_heading("\n".join(markdown)) or title, parts=parts)
 
 
-def _page_lines(page: pdfium.PdfPage) -> list[Line] | None:
+def _page_lines(page: pdfium.PdfPage) -> Page | None:
     """The page's text lines, or None when the page needs OCR."""
     textpage = page.get_textpage()
     try:
@@ -101,21 +104,29 @@ def _page_lines(page: pdfium.PdfPage) -> list[Line] | None:
         text = textpage.get_text_range(0, n) if n else ""
         visible = len(text) - sum(map(str.isspace, text))
         if visible == 0:
-            return None if _has_image(page) else []
+            return None if _has_image(page) else Page()
         if len(_GARBAGE.findall(text)) > _GARBAGE_SHARE * visible:
             return None
         exact = len(text) == n  # char i of the string is PDFium's char i (no surrogate pairs)
         if exact and _ARABIC.search(text):
             text = _arabic(textpage, text)
-        lines, pos = [], 0
+        # Else PDFium's string leaves some of its chars out (soft hyphens at line ends, on 5 of
+        # redp5110_sampled.pdf's 18 pages), and PDFium maps each string index to its char: the
+        # lines of such a page have their position too, which the running header rule needs.
+        char = (lambda i: i) if exact else (lambda i: pdfium_c.FPDFText_GetCharIndexFromTextIndex(textpage, i))
+        # The page's box in the lines' coordinates, for the running header rule; a page turned by
+        # 90 degrees has its top at one side of them, and no box.
+        _, low, _, high = page.get_bbox()
+        upright = page.get_rotation() % 180 == 0
+        lines, pos = Page(bottom=low if upright else None, top=high if upright else None), 0
         for raw in re.split(r"\r\n|\r|\n", text):
             start, pos = pos, pos + len(raw) + (2 if text.startswith("\r\n", pos + len(raw)) else 1)
             line = _GARBAGE.sub("", raw).strip()
             if not line:
                 continue
-            first = start + len(raw) - len(raw.lstrip())
-            size, top, bottom, left = _geometry(textpage, start, raw) if exact else (0.0, 0.0, 0.0, 0.0)
-            lines.append(Line(line, size, top, bottom, left, exact and _bold(textpage, first)))
+            first = [char(start + i) for i in [i for i, ch in enumerate(raw) if not ch.isspace()][:4]]
+            size, top, bottom, left = _geometry(textpage, first)
+            lines.append(Line(line, size, top, bottom, left, first[0] >= 0 and _bold(textpage, first[0])))
         return lines
     finally:
         textpage.close()
@@ -134,18 +145,14 @@ def _arabic(textpage: pdfium.PdfTextPage, text: str) -> str:
     return _MIXED.sub(" ", "".join(chars))
 
 
-def _geometry(textpage: pdfium.PdfTextPage, start: int, raw: str) -> tuple[float, float, float, float]:
-    """(font height, top, bottom, left) of a line from its first few visible characters."""
+def _geometry(textpage: pdfium.PdfTextPage, chars: list[int]) -> tuple[float, float, float, float]:
+    """(font height, top, bottom, left) of a line from its first few visible characters (PDFium's
+    indexes; -1 for one PDFium does not place)."""
     size, top, bottom, left = 0.0, float("-inf"), float("inf"), float("inf")
-    seen = 0
-    for i, ch in enumerate(raw):
-        if ch.isspace():
-            continue
-        x0, y0, x1, y1 = textpage.get_charbox(start + i, loose=True)
-        size, top, bottom, left = max(size, y1 - y0), max(top, y1), min(bottom, y0), min(left, x0)
-        seen += 1
-        if seen == 4:
-            break
+    for i in chars:
+        if i >= 0:
+            x0, y0, x1, y1 = textpage.get_charbox(i, loose=True)
+            size, top, bottom, left = max(size, y1 - y0), max(top, y1), min(bottom, y0), min(left, x0)
     return size, top, bottom, left
 
 

@@ -6,12 +6,21 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import takewhile
+from typing import Callable, Iterable
 
 _BULLETS = "•◦▪▫●○■□‣⁃∙·-–*"
 _CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _HYPHENS = ("-", "\u00ad", "\x02")  # PDFium reports a soft hyphen at a line end as \x02
 _HEADING_RATIO = 1.1  # a line at least this much taller than the body text is a heading
 _MAX_HEADING_CHARS = 150
+# The share of the page height, at its top and at its bottom, in which running heads and feet
+# stand. The farthest from its edge measured is the LNCS running head of the bundled
+# 2305.03393v1-pg9.pdf, whose bottom is 13% of the page below the top edge (redp5110_sampled.pdf's
+# footers: within 5%; the running heads of two pdfTeX manuals outside the bundle, libtasn1's and
+# shared-mime-info's: 7.6% and 7.4%). Body text starts inside the band too (Word's 1 inch margin is
+# 9% of a Letter page), so the band alone does not make a line margin (`_margin_lines`).
+_MARGIN_BAND = 0.15
 
 
 @dataclass(slots=True)
@@ -24,25 +33,70 @@ class Line:
     bold: bool  # its first characters are in a bold font
 
 
-def without_running_lines(pages: list[list[Line] | None]) -> list[list[Line] | None]:
-    """Pages without their running headers and footers: a line among the first or last two of a
-    page that recurs (page numbers aside) there on a quarter of the pages, and on 3 or more
-    (books alternate left and right running heads, so half would miss them). They are furniture,
-    not text, and would repeat in every chunk of the document."""
-    edges = [lines[:2] + lines[-2:] if lines else [] for lines in pages]
-    counts = Counter(key for edge in edges for key in {_running_key(line) for line in edge})
+class Page(list[Line]):
+    """A page's lines in content order, with the page's vertical extent (`bottom`, `top`) in the
+    lines' coordinates (PDF points, y up), or None where the page's top is not up in them (a page
+    turned by 90 degrees)."""
+    __slots__ = ("bottom", "top")
+
+    def __init__(self, lines: Iterable[Line] = (), bottom: float | None = None, top: float | None = None):
+        super().__init__(lines)
+        self.bottom, self.top = bottom, top
+
+
+def without_running_lines(pages: list[Page | None]) -> list[list[Line] | None]:
+    """Pages without their running headers and footers: a line in a page's top or bottom margin
+    (`_margin_lines`) that recurs (page numbers aside) in the margins of a quarter of the pages, and
+    of 3 or more (books alternate left and right running heads, so half would miss them). They are
+    furniture, not text, and would repeat in every chunk of the document. Repetition alone is not
+    enough: a worksheet's "Exercise N" headings and instructions recur at the top of every page's
+    body too. A page whose lines would all go keeps them: no text is furniture on a page that has
+    nothing else."""
+    body = body_size(pages)
+    margins = [_margin_lines(lines, body) if lines else [] for lines in pages]
+    counts = Counter(key for margin in margins for key in {_running_key(line) for line in margin})
     least = max(3, (len(pages) + 3) // 4)
     running = {key for key, n in counts.items() if n >= least and key}
     if not running:
         return pages
     out: list[list[Line] | None] = []
-    for lines, edge in zip(pages, edges):
-        if lines is None:
-            out.append(None)
-            continue
-        drop = {id(line) for line in edge if _running_key(line) in running}
-        out.append([line for line in lines if id(line) not in drop])
+    for lines, margin in zip(pages, margins):
+        drop = {id(line) for line in margin if _running_key(line) in running}
+        kept = [line for line in lines or () if id(line) not in drop]
+        out.append(kept if kept else lines)
     return out
+
+
+def _margin_lines(page: Page, body: float) -> list[Line]:
+    """The lines in the page's top and bottom margins: at each edge, the run of lines from the
+    edge inwards (`_edge_run`) up to its first heading-size line (a heading is where the body
+    starts; running heads are set at text size or smaller). Lines without a position (size 0) are
+    never margin."""
+    if page.top is None or page.bottom is None:
+        return []
+    band = _MARGIN_BAND * (page.top - page.bottom)
+    placed = [line for line in page if line.size > 0]
+    runs = (_edge_run(sorted(placed, key=lambda line: -line.top), lambda line: line.bottom >= page.top - band, True),
+            _edge_run(sorted(placed, key=lambda line: line.bottom), lambda line: line.top <= page.bottom + band, False))
+    return [line for run in runs for line in takewhile(lambda line: not _is_heading_size(line, body), run)]
+
+
+def _edge_run(lines: list[Line], in_band: Callable[[Line], bool], top_down: bool) -> list[Line]:
+    """Of `lines`, ordered from a page edge inwards, those set close together from the edge: up to
+    the first paragraph gap (`_paragraph_gap`) between the run so far and the next line. A
+    running head stands apart from the body; a run that leaves the band before such a gap is body
+    text starting at the edge, not margin, and gives none."""
+    run: list[Line] = []
+    inner: Line | None = None  # the run's line farthest from the edge
+    for line in lines:
+        if inner is not None and (_paragraph_gap(inner, line) if top_down else _paragraph_gap(line, inner)):
+            break
+        if not in_band(line):
+            return []
+        run.append(line)
+        if inner is None or (line.bottom < inner.bottom if top_down else line.top > inner.top):
+            inner = line
+    return run
 
 
 def _running_key(line: Line) -> str:

@@ -52,7 +52,7 @@ except ImportError:  # pragma: no cover - a core dependency; the standard zlib g
     inflate_lib = zlib
 
 from ..charset import html_text
-from .base import DECOMPRESSION_ERRORS, Bad, Record, Skip, Split, describe_error, is_io_failure
+from .base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20
@@ -60,6 +60,9 @@ _INFLATE_CHUNK = 1 << 16
 _HEADER_ROOM = 1 << 16  # a member may hold this much WARC and HTTP header beside max_record_bytes of body
 _HTML_TYPES = ("text/html", "application/xhtml")
 _TOO_LARGE = "record larger than input.max_record_bytes"
+# WARC 1.1's record types (section 6); any other is counted as warc_unknown_type.
+_WARC_TYPES = frozenset({"warcinfo", "response", "resource", "request", "metadata", "revisit", "conversion",
+                         "continuation"})
 _MANY_RECORDS = ("a gzip member holds more than one WARC record (gzip files concatenated?); "
                  "recompress the file with `warcio recompress`")
 # Header blocks in the one form that the fast path and warcio read alike: CRLF line ends, no folded
@@ -463,12 +466,14 @@ def _to_item(offset: int, rtype: str, header, status: int | None, content_type: 
     if not rtype:
         return Bad(offset, "no WARC-Type in the WARC header")
     if rtype not in ("response", "conversion", "resource"):
-        return Skip(offset, f"warc_{rtype}")
+        # The type names the drop reason: a damaged or made-up one must not add a counter of its own
+        # (a file of a million distinct types would be a million keys in stats.json).
+        return Skip(offset, f"warc_{rtype}" if rtype in _WARC_TYPES else "warc_unknown_type")
     if status is not None and not 200 <= status < 300:
         return Skip(offset, "http_status")
     body = payload if isinstance(payload, bytes) else payload.read(max_record_bytes + 1)
     if len(body) > max_record_bytes:
-        return Bad(offset, f"{_TOO_LARGE} ({max_record_bytes} bytes); raise it to read it")
+        return Bad(offset, f"{_TOO_LARGE} ({max_record_bytes} bytes); raise it to read it", TOO_LARGE)
     url = _target_uri(header("WARC-Target-URI"))
     meta = {"warc_type": rtype, "warc_record_id": header("WARC-Record-ID"), "warc_date": header("WARC-Date")}
     if status is not None:

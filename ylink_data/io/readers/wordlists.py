@@ -61,14 +61,20 @@ class WordLists:
         return label.strip() or None
 
 
+# Beyond these a label is the decimal number: roman numerals stop at 3999 (MMMCMXCIX), letters at
+# 780, as Word's own do. Without the cap `w:start="900000000000000"` in a 36 KB file
+# wrote one "m" per thousand: a label of 9e11 characters, a run held for ever.
+_MAX_ROMAN, _MAX_LETTER = 3999, 780
+
+
 def _format(n: int, fmt: str) -> str:
-    if fmt in ("lowerLetter", "upperLetter"):
+    if fmt in ("lowerLetter", "upperLetter") and 1 <= n <= _MAX_LETTER:
         s = ""
         while n > 0:
             n, r = divmod(n - 1, 26)
             s = chr(97 + r) + s
         return s.upper() if fmt == "upperLetter" else s
-    if fmt in ("lowerRoman", "upperRoman"):
+    if fmt in ("lowerRoman", "upperRoman") and 1 <= n <= _MAX_ROMAN:
         s = ""
         for value, numeral in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
                                (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
