@@ -29,6 +29,22 @@ Misbehaviour on demand, for the next `times` requests (or those whose prompt mat
     server.fail("unsupported")                   # a pair whose answer is not in the document
     server.fail("400")                           # a request error (not worth retrying)
 
+HTTP 200 answers that are no chat completion (UNUSABLE): "not_json" (an HTML page, as a proxy
+sends), "no_choices" (`choices: []`), "empty_choice" (`[{}]`), "null_message" (`message: null`),
+"choices_not_list" (`choices: "oops"`), "object_content" (`content` an object), "bad_usage"
+(`usage.prompt_tokens: "many"`), "not_utf8" (the answer's bytes in cp1252, with a "café").
+
+Answers that never end in time: "trickle" sends its headers and then the whole answer one byte
+every `seconds` (default 1); "endless" sends headers, the start of an answer and then 64 KiB of
+content every `seconds` (0: as fast as it can) until the client hangs up (or ENDLESS_CAP_*). For
+both, the request's `sent` counts the body bytes written and `hung_up` says the client closed the
+connection before the answer ended.
+
+Answers that quote credentials: "quote_auth" answers as usual but quotes the request's credential
+headers (CREDENTIAL_HEADERS: Authorization, X-Api-Key), as sent, upper-cased and lower-cased, in its
+content (in each question of a pairs answer, so they reach the rows); "401_upper" is a 401 whose
+body quotes the key it was sent in upper case.
+
 With `api_key` set, a request without `Authorization: Bearer <api_key>` gets a 401 that quotes the
 key it was sent, as some servers do. `latency` delays every answer. `log` holds every request
 (arrival time, status, prompt); `max_in_flight` the most requests it held at once.
@@ -45,7 +61,16 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-KINDS = ("429", "500", "stall", "malformed", "schema", "unsupported", "400")
+UNUSABLE = ("not_json", "no_choices", "empty_choice", "null_message", "choices_not_list", "object_content",
+            "bad_usage", "not_utf8")
+KINDS = ("429", "500", "stall", "malformed", "schema", "unsupported", "400", *UNUSABLE, "trickle", "endless",
+         "quote_auth", "401_upper")
+CREDENTIAL_HEADERS = ("Authorization", "X-Api-Key")
+# An endless answer ends after this long, or this many bytes, even if the client never hangs up
+# (a client that never does holds a test for minutes, never forever, nor all the machine's memory).
+ENDLESS_CAP_S = 120.0
+ENDLESS_CAP_BYTES = 128 * 2**20
+ENDLESS_CHUNK = 64 * 1024
 MADE_UP = {"en": "The moon is made of green cheese and orbits a purple giraffe.", "zh": "月亮由绿色奶酪制成，绕着紫色长颈鹿旋转。"}
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _PAIRS_ASKED = re.compile(r"(\d+)\s*(?:question|个问答)")
@@ -100,7 +125,7 @@ class Fault:
     times: int
     match: re.Pattern | None = None
     retry_after: float | None = None
-    seconds: float = 0.0
+    seconds: float | None = None
 
 
 @dataclass
@@ -110,6 +135,8 @@ class Request:
     status: int = 0
     kind: str | None = None  # the fault applied, if any
     ended: float = 0.0
+    sent: int = 0  # body bytes written, for "trickle" and "endless"
+    hung_up: bool = False  # the client closed the connection before the answer ended
 
 
 @dataclass
@@ -134,7 +161,7 @@ class LLMServer:
 
     # -- control -------------------------------------------------------------------------------
     def fail(self, kind: str, times: int = 1, match: str | None = None, retry_after: float | None = None,
-             seconds: float = 0.0) -> None:
+             seconds: float | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown fault {kind!r}; known: {', '.join(KINDS)}")
         with self._lock:
@@ -199,9 +226,12 @@ class LLMServer:
             fault = self._take_fault(prompt)
         entry.kind = fault.kind if fault else None
         try:
-            response = await self._answer(request, body, prompt, fault)
+            response = await self._answer(request, body, prompt, fault, entry)
             entry.status = response.status
             return response
+        except asyncio.CancelledError:  # aiohttp cancels a handler whose client hung up
+            entry.hung_up = True
+            raise
         finally:
             entry.ended = time.monotonic()
             with self._lock:
@@ -214,7 +244,8 @@ class LLMServer:
                 return fault
         return None
 
-    async def _answer(self, request: web.Request, body: dict, prompt: str, fault: Fault | None) -> web.Response:
+    async def _answer(self, request: web.Request, body: dict, prompt: str, fault: Fault | None,
+                      entry: Request) -> web.StreamResponse:
         if self.latency:
             await asyncio.sleep(self.latency)
         sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -226,18 +257,73 @@ class LLMServer:
             return web.json_response({"error": {"message": "rate limited"}}, status=429, headers=headers)
         if kind in ("500", "400"):
             return web.json_response({"error": {"message": f"injected {kind}"}}, status=int(kind))
+        if kind == "401_upper":
+            return web.json_response({"error": {"message": f"INCORRECT API KEY PROVIDED: {sent.upper()}"}}, status=401)
+        if kind == "not_json":
+            return web.Response(text="<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html")
+        if kind == "endless":
+            return await self._endless(request, body, entry, fault.seconds or 0.0)
         if kind == "stall":
-            await asyncio.sleep(fault.seconds)
+            await asyncio.sleep(fault.seconds or 0.0)
         content = self._content(prompt, kind, body.get("seed") if self.seeded_echo else None)
+        if kind == "quote_auth":
+            content = _quote_credentials(content, request.headers)
         usage = {"prompt_tokens": max(1, len(prompt) // 4), "completion_tokens": max(1, len(content) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         with self._lock:
             for k in ("prompt_tokens", "completion_tokens"):
                 self.usage_sent[k] += usage[k]
-        return web.json_response({
-            "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": body.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": usage})
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        answer = {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                  "model": body.get("model"), "choices": [choice], "usage": usage}
+        if kind == "no_choices":
+            answer["choices"] = []
+        elif kind == "empty_choice":
+            answer["choices"] = [{}]
+        elif kind == "null_message":
+            choice["message"] = None
+        elif kind == "choices_not_list":
+            answer["choices"] = "oops"
+        elif kind == "object_content":
+            choice["message"]["content"] = {"text": content}
+        elif kind == "bad_usage":
+            usage["prompt_tokens"] = "many"
+        if kind == "not_utf8":
+            choice["message"]["content"] = content + " café"
+            return web.Response(body=json.dumps(answer, ensure_ascii=False).encode("cp1252", "replace"),
+                                content_type="application/json")
+        if kind == "trickle":
+            return await self._trickle(request, json.dumps(answer).encode(), entry, fault.seconds or 1.0)
+        return web.json_response(answer)
+
+    async def _trickle(self, request: web.Request, data: bytes, entry: Request, every: float) -> web.StreamResponse:
+        """The headers at once, then `data` one byte every `every` seconds."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": str(len(data))})
+        await response.prepare(request)
+        for k in range(len(data)):
+            if not await _write(response, data[k:k + 1], entry):
+                return response
+            await asyncio.sleep(every)
+        await response.write_eof()
+        return response
+
+    async def _endless(self, request: web.Request, body: dict, entry: Request, every: float) -> web.StreamResponse:
+        """The headers and the start of an answer, then content without end (see the module docstring)."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        start = f'{{"id": "chatcmpl-test", "model": "{body.get("model")}", "choices": [{{"index": 0, ' \
+                '"message": {"role": "assistant", "content": "'
+        if not await _write(response, start.encode(), entry):
+            return response
+        chunk, ends = b"a" * ENDLESS_CHUNK, time.monotonic() + ENDLESS_CAP_S
+        while time.monotonic() < ends and entry.sent < ENDLESS_CAP_BYTES:
+            if not await _write(response, chunk, entry):
+                return response
+            await asyncio.sleep(every)
+        await response.write(b'"}, "finish_reason": "length"}]}')
+        await response.write_eof()
+        return response
 
     def _content(self, prompt: str, kind: str | None, seed: int | None = None) -> str:
         if kind == "malformed":
@@ -278,6 +364,33 @@ class LLMServer:
             score = judge_score(one.group(1))
             return json.dumps({"reason": f"{len(one.group(1))} characters.", "score": score})
         return None
+
+async def _write(response: web.StreamResponse, data: bytes, entry: Request) -> bool:
+    """Writes `data`; False (and `entry.hung_up`) when the client has closed the connection."""
+    try:
+        await response.write(data)  # waits while the client's socket is full
+    except ConnectionError:
+        entry.hung_up = True
+        return False
+    entry.sent += len(data)
+    return True
+
+
+def _quote_credentials(content: str, headers) -> str:
+    """`content` with the request's credential headers quoted as sent, in upper and in lower case: in
+    each question of a pairs answer (so that they reach the rows), else at its end."""
+    quoted = "; ".join(f"{name}: {v} | {v.upper()} | {v.lower()}" for name in CREDENTIAL_HEADERS
+                       if (v := headers.get(name)))
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return f"{content} (you sent {quoted})"
+    if isinstance(data, dict) and isinstance(data.get("pairs"), list):
+        for pair in data["pairs"]:
+            pair["question"] = f"{pair['question']} (you sent {quoted})"
+        return json.dumps(data, ensure_ascii=False)
+    return f"{content} (you sent {quoted})"
+
 
 def _rng(prompt: str):
     import hashlib

@@ -1,18 +1,22 @@
 """The LLM access layer without a pipeline: the `llm:` block as config.py resolves it, and the
 client against the real test server (tests/llmserver.py): concurrency bound, retries, the cache,
-errors cleared of the key."""
+errors and answers cleared of the key, unusable answers as errors, the client's thread stopped.
+The same hostile answers through whole pipeline runs: tests/chaos/test_llm_hostile.py."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 
-from tests.llmserver import LLMServer, llm_server  # noqa: F401 -- the fixture
+from tests.llmserver import UNUSABLE, LLMServer, llm_server  # noqa: F401 -- the fixture
 from ylink_data.config import load_config
 from ylink_data.errors import ConfigError
+from ylink_data.llm.cache import CachedAnswer, ResponseCache, request_key
 from ylink_data.llm.client import LLMClient
 from ylink_data.llm.config import LLMConfig
 from ylink_data.pipeline.runner import _fingerprint_params
+from ylink_data.redaction import MASK, Redactor, redact_text
 
 KEY = "ylinktest-abcdefghij0123456789"  # no well-known token shape: only knowing it masks it
 
@@ -95,3 +99,53 @@ def test_cache_shared_and_keyed(llm_server, tmp_path):
     LLMClient(config.model_copy(update={"seed": 2})).chat(messages[0])  # another seed is another request
     LLMClient(config.model_copy(update={"base_url": "http://127.0.0.1:9/v1"})).chat(messages[0])  # no server needed
     assert llm_server.requests == 5
+
+
+def test_unusable_answers_are_errors_and_never_cached(llm_server, tmp_path):
+    """Each HTTP 200 that is no chat completion is a reply with an `unusable_response` error quoting
+    the body (before: an exception that stopped the run), counts no tokens, and is not cached: asked
+    again, the server's next (good) answer is taken."""
+    client = LLMClient(LLMConfig(base_url=llm_server.base_url, model="m", cache_dir=str(tmp_path / "cache")))
+    for kind in UNUSABLE:
+        llm_server.fail(kind)
+        reply = client.chat([{"role": "user", "content": kind}])
+        assert reply.text is None and reply.error.startswith("unusable_response: HTTP 200 from "), (kind, reply)
+        assert "raw: " in reply.error and "\n" not in reply.error
+    assert client.usage.take() == {"llm_requests": len(UNUSABLE), "llm_failed": len(UNUSABLE)}
+    assert [client.chat([{"role": "user", "content": kind}]).text for kind in UNUSABLE] == [
+        f"echo: {kind}" for kind in UNUSABLE]
+    assert llm_server.requests == 2 * len(UNUSABLE)
+
+
+def test_answers_cleared_of_the_key_in_any_case(llm_server, tmp_path):
+    """The key quoted back in an answer is masked before the answer is cached or returned, and so is a
+    cache entry that holds it (one written before the masking was there)."""
+    cache_dir = tmp_path / "cache"
+    config = LLMConfig(base_url=llm_server.base_url, model="m", api_key=KEY, cache_dir=str(cache_dir))
+    client = LLMClient(config)
+    llm_server.fail("quote_auth")
+    text = client.chat([{"role": "user", "content": "quote"}]).text
+    assert text == f"echo: quote (you sent Authorization: Bearer {MASK} | BEARER {MASK} | bearer {MASK})"
+    entries = list(cache_dir.rglob("*.json"))
+    assert entries and all(KEY.lower() not in f.read_text().lower() for f in entries)
+    old = [{"role": "user", "content": "old"}]
+    ResponseCache(str(cache_dir)).put(request_key("m", old, {}), CachedAnswer(f"k={KEY.upper()}", "stop", 1, 1))
+    assert client.chat(old).text == f"k={MASK}" and llm_server.requests == 1
+
+
+def test_known_values_masked_in_any_case_and_alone():
+    """redaction.py: a value read from ${VAR} is masked in any case in messages; `mask_known` (what
+    answers get) masks the known values and leaves other credential-like text, which is content."""
+    assert redact_text(f"key {KEY.upper()} and {KEY.title()}", [KEY]) == f"key {MASK} and {MASK}"
+    content = f"{KEY.swapcase()} password=hunter2 Bearer abcdefghijkl sk-{'a' * 24}"
+    assert Redactor.knowing([KEY]).mask_known(content) == content.replace(KEY.swapcase(), MASK)
+
+
+def test_close_stops_the_clients_thread(llm_server):
+    before = {t for t in threading.enumerate() if t.name == "llm"}
+    client = LLMClient(LLMConfig(base_url=llm_server.base_url, model="m"))
+    replies = client.chat_many([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]])
+    assert [r.text for r in replies] == ["echo: a", "echo: b"]
+    assert len({t for t in threading.enumerate() if t.name == "llm"} - before) == 1
+    client.close()
+    assert {t for t in threading.enumerate() if t.name == "llm"} - before == set()

@@ -7,9 +7,14 @@ A secret is recognised by where it sits or by what it is, because neither alone 
 - what it is: a value the configuration read from the environment (`${VAR}`: the caller passes
   them as `known`), or the shape of a well-known token (AWS access key ids, GitHub, Slack and `sk-`
   API keys, JWTs, Azure account keys, private key blocks).
+
+A known value is masked in any case (`KEY`, `key`, `Key`): a server that quotes a key back
+upper-cased still quotes the key. `Redactor.mask_known` masks the known values alone, for text
+that is data (a model's answer), where what looks like a credential may be content.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -80,6 +85,11 @@ class Redactor:
     def redact_text(self, text: str) -> str:
         return _redact_text(text, self.known)
 
+    def mask_known(self, text: str) -> str:
+        """`text` with the known values masked, in any case, and nothing else: for data (a model's
+        answer, which may quote a key back) whose other credential-like strings are content."""
+        return _mask_known(text, self.known)
+
 
 def redact(value: Any, known: Iterable[str] = ()) -> Any:
     """`value` (nested dicts and lists, e.g. a config dump) with every credential masked: values of
@@ -110,11 +120,21 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
 
 
 def _redact_text(text: str, known: tuple[str, ...]) -> str:
-    for value in known:
-        text = text.replace(value, MASK)
-    text = _mask_pairs(_mask_userinfo(text))
+    text = _mask_pairs(_mask_userinfo(_mask_known(text, known)))
     text = _AUTH_SCHEME.sub(lambda m: f"{m[1]} {MASK}", text)
     return _TOKEN_SHAPES.sub(MASK, text)
+
+
+def _mask_known(text: str, known: tuple[str, ...]) -> str:
+    pattern = _known_pattern(known)
+    return pattern.sub(MASK, text) if pattern is not None else text
+
+
+@functools.lru_cache(maxsize=256)
+def _known_pattern(known: tuple[str, ...]) -> re.Pattern | None:
+    """The known values as one case-insensitive pattern, in their order (`Redactor.knowing`: longest
+    first, so that a value containing another is masked whole)."""
+    return re.compile("|".join(map(re.escape, known)), re.IGNORECASE) if known else None
 
 
 def redact_url(url: str) -> str:

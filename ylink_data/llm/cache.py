@@ -7,11 +7,13 @@ the concurrency are not in it (llm/config.py `ANSWER_KEYS`): the same model aske
 answers alike wherever it runs. An entry is written atomically (a temporary name then a rename
 locally; object stores publish an upload whole), so Ray workers sharing the folder, even asking
 the same thing at the same moment, never read half an entry: two writers write the same request's
-answer and either one wins. Nothing in an entry names the server or holds a credential.
+answer and either one wins. Nothing in an entry names the server or holds a credential: the client
+masks the configured secrets in an answer before it is kept (a server may quote the key back).
 
-Only answers the server gave (HTTP 200) are kept, parseable or not: an answer an op cannot use is
-quarantined again on a rerun, for free. Delete the folder, or set `llm.cache: false`, to ask again;
-a different `seed` or `temperature` is a different key.
+Only chat completions the server gave are kept, whether the op can use their content or not: an
+answer an op cannot parse is quarantined again on a rerun, for free. A body that is no chat
+completion (`unusable_response`, llm/client.py) is not kept: a rerun asks again. Delete the folder,
+or set `llm.cache: false`, to ask again; a different `seed` or `temperature` is a different key.
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ overrides any of its keys (a judge on another endpoint, say).
 
 `${VAR}` is expanded by config.py, which treats every value it read as a credential from then on; the
 `api_key` and `headers` keys are masked by name too (redaction.py), so neither reaches run.json,
-stats, quarantine files, reports or the console.
+stats, quarantine files, reports or the console; and the client masks their values, in any case,
+in whatever a server answers (client.py), so a server quoting them back puts them in no output.
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
   llm_requests           HTTP requests sent (retries included; cache hits are not requests)
   llm_retries            requests sent again after a 429, a 5xx, a timeout or a lost connection
   llm_cache_hits         answers read from the response cache instead of asked for
-  llm_failed             requests given up on (after max_retries, or an error not worth retrying)
+  llm_failed             requests given up on (after max_retries, an error not worth retrying, or
+                         an answer that is no chat completion)
   llm_prompt_tokens      tokens of the prompts the server answered, as its `usage` reports them
   llm_completion_tokens  tokens of its answers, likewise (cache hits cost nothing and add nothing)
 """

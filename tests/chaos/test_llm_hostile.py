@@ -1,0 +1,177 @@
+"""Issue 23, points 5-7: whatever a model server answers, a run quarantines the row it was asked for
+and goes on, within `llm.timeout_s` per request and bounded memory, and no credential reaches an
+output.
+
+Each test is one real pipeline run (qa_generate, real Parquet) against the real test server
+(tests/llmserver.py), whose failure modes play the hostile server: HTTP 200 answers that are no
+chat completion, an answer sent a byte a second, one that never ends, and answers quoting the key.
+Before: each unusable answer stopped the run (and every rerun), a trickled answer held its row for
+minutes, an endless one held the run forever, and the key reached data/, llm-cache/ and quarantine/.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tests.llmserver import UNUSABLE, LLMServer
+from ylink_data import run
+from ylink_data.llm.client import MAX_BODY_BYTES, RAW_CHARS
+from ylink_data.pipeline.stats import check_invariant
+
+# No well-known token shape and letters in it, so that its upper and lower case differ from it.
+KEY = "ylinkTest-Key-0123456789abcdefghij"
+HEADER_KEY = "HdrSecret-9876543210zyxwvu"  # a credential sent in a header of the `llm:` block
+TOPICS = ("lighthouses", "glaciers", "bee keeping", "tide tables", "paper mills", "sundials", "bell foundries",
+          "salt pans", "windmills", "canal locks", "ice houses", "rope walks")
+
+
+def _chunk(k: int) -> str:
+    topic = TOPICS[k % len(TOPICS)]
+    return (f"Chunk {k} talks about {topic} in some detail. It says that {topic} were once common in many "
+            f"coastal towns. It also says that few people still know how {topic} worked.")
+
+
+def _mark(k: int) -> str:
+    return re.escape(f"Chunk {k} talks")
+
+
+def _pipeline(tmp_path: Path, server: LLMServer, n: int, **llm) -> dict:
+    data = tmp_path / "chunks.jsonl"
+    data.write_text("".join(json.dumps({"text": _chunk(k)}) + "\n" for k in range(n)), encoding="utf-8")
+    return {"input": {"paths": [str(data)], "format": "jsonl"},
+            "output": {"path": str(tmp_path / "out"), "keep_rejected": True},
+            "llm": {"base_url": server.base_url, "model": "ylink-test", "backoff_s": 0.01, **llm},
+            "stages": [{"qa_generate": {"pairs": 2}}]}
+
+
+def _rows(out: Path) -> list[dict]:
+    return [r for f in sorted((out / "data").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
+def _quarantine(out: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted((out / "quarantine").glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def _stage(stats: dict) -> dict:
+    return next(s for s in stats["stages"] if s["name"] == "qa_generate")
+
+
+def test_every_unusable_answer_quarantines_its_row_and_the_run_goes_on(tmp_path):
+    n = len(UNUSABLE) + 2  # and two chunks answered well
+    with LLMServer() as server:
+        for k, kind in enumerate(UNUSABLE):
+            server.fail(kind, match=_mark(k))
+        cfg = _pipeline(tmp_path, server, n, max_retries=2)
+        result = run(cfg, progress=False)
+        out = tmp_path / "out"
+        stats = result.stats
+        assert check_invariant(stats) is None
+        # Not retried (the server answered; a rerun asks again): one request per chunk.
+        assert server.requests == n
+        entries = _quarantine(out)
+        assert sorted(e["reason"] for e in entries) == ["unusable_response"] * len(UNUSABLE)
+        assert _stage(stats)["counters"]["quarantined_unusable_response"] == len(UNUSABLE)
+        # Each entry quotes the body that was sent, in one bounded line.
+        quoted = {"not_json": "502 Bad Gateway", "no_choices": '"choices": []', "empty_choice": '"choices": [{}]',
+                  "null_message": '"message": null', "choices_not_list": '"choices": "oops"',
+                  "object_content": '"content": {"text": ', "bad_usage": '"prompt_tokens": "many"',
+                  "not_utf8": "caf\ufffd"}
+        assert set(quoted) == set(UNUSABLE)
+        for kind in UNUSABLE:
+            [entry] = [e for e in entries if quoted[kind] in e["error"]]
+            assert entry["error"].startswith("unusable_response: HTTP 200 from ") and "raw: " in entry["error"]
+            assert "\n" not in entry["error"] and len(entry["error"]) < RAW_CHARS + 400
+        # The two good chunks gave their pairs.
+        assert {r["context"] for r in _rows(out)} == {_chunk(len(UNUSABLE)), _chunk(len(UNUSABLE) + 1)}
+
+        # A rerun asks again for what was unusable (never cached) and, answered well now, keeps it.
+        again = run(cfg, fresh=True, progress=False)
+        assert server.requests == n + len(UNUSABLE)
+        assert _stage(again.stats)["counters"]["llm_cache_hits"] == 2
+        assert again.stats["quarantined"] == 0 and {r["context"] for r in _rows(out)} == {_chunk(k) for k in range(n)}
+
+
+def test_timeout_bounds_the_whole_request_and_memory(tmp_path):
+    """`timeout_s: 1` and one retry: a trickled answer and an endless slow one are each cut off twice,
+    after ~1 s each, and quarantined as `timeout`; an endless fast one is cut off at MAX_BODY_BYTES and
+    quarantined as `unusable_response`. Before, the trickled answer (its ~590 bytes at two a second,
+    each read well within the 1 s the old client gave a read) held its row ~5 minutes per attempt,
+    and the endless ones held the run until the server stopped (after ENDLESS_CAP_S, or
+    ENDLESS_CAP_BYTES read whole into memory)."""
+    with LLMServer() as server:
+        server.fail("trickle", times=99, match=_mark(0), seconds=0.5)
+        server.fail("endless", times=99, match=_mark(1), seconds=0.1)  # ~640 KB/s: the deadline comes first
+        server.fail("endless", times=99, match=_mark(2), seconds=0)  # as fast as loopback goes: the size bound first
+        cfg = _pipeline(tmp_path, server, 4, timeout_s=1, max_retries=1)
+        began = time.monotonic()
+        result = run(cfg, progress=False)
+        took = time.monotonic() - began
+        assert took < 60, took  # deadline x attempts is 2 s; the old client took minutes
+        assert check_invariant(result.stats) is None
+        entries = {e["id"]: e for e in _quarantine(tmp_path / "out")}
+        reasons = sorted(e["reason"] for e in entries.values())
+        assert reasons == ["timeout", "timeout", "unusable_response"], entries
+        for e in entries.values():
+            if e["reason"] == "timeout":
+                assert "llm.timeout_s=1" in e["error"] and "gave up after 2 attempts" in e["error"]
+            else:
+                assert f"a body of over {MAX_BODY_BYTES // 2**20} MiB" in e["error"]
+                assert len(e["error"]) < RAW_CHARS + 400
+        assert {r["context"] for r in _rows(tmp_path / "out")} == {_chunk(3)}
+        # Every hostile request was cancelled: the client hung up (the server saw it, so no request
+        # nor thread of it is left running), within a few seconds of its deadline.
+        hostile = [r for r in server.log if r.kind in ("trickle", "endless")]
+        assert len(hostile) == 2 + 2 + 1
+        ends = time.monotonic() + 30
+        while any(r.ended == 0 for r in hostile) and time.monotonic() < ends:
+            time.sleep(0.1)
+        assert all(r.hung_up and 0 < r.ended - r.began < 10 for r in hostile), hostile
+        # What was read of the fast endless answer stayed bounded: the server could write no more than
+        # the client read plus what the sockets buffer (a few MB), where the old client read it all.
+        [fast] = [r for r in hostile if r.kind == "endless" and _chunk(2)[:20] in r.prompt]
+        assert fast.sent < MAX_BODY_BYTES + 48 * 2**20
+
+
+def _assert_no_secret_in(out: Path, console: str) -> None:
+    files = [f for f in out.rglob("*") if f.is_file()]
+    for secret in (KEY, HEADER_KEY):
+        for f in files:
+            assert secret.lower().encode() not in f.read_bytes().lower(), f
+            if f.suffix == ".parquet":  # compressed: its values are searched too
+                assert secret.lower() not in json.dumps(pq.read_table(f).to_pylist(), default=str).lower(), f
+        assert secret.lower() not in console.lower()
+
+
+def test_the_key_reaches_no_output_whatever_the_server_says(tmp_path, capfd):
+    """The key (in the Authorization header) and a header's credential, quoted back by the server in
+    its answers as sent, upper- and lower-cased, and in an upper-cased 401 body: in no file of the
+    run folder, in any case, nor on the console. Both are written into the pipeline as they are (no
+    ${VAR}), so that only the LLM layer can mask them."""
+    out = tmp_path / "out"
+    with LLMServer(api_key=KEY) as server:
+        server.fail("quote_auth", match=_mark(0))
+        server.fail("401_upper", match=_mark(1))
+        cfg = _pipeline(tmp_path, server, 3, api_key=KEY, headers={"X-Api-Key": HEADER_KEY}, max_retries=0)
+        result = run(cfg, progress=False)
+        assert check_invariant(result.stats) is None
+        rows = _rows(out)
+        quoting = [r for r in rows if r["context"] == _chunk(0)]
+        assert quoting and all("X-Api-Key: ***" in r["question"] and "BEARER ***" in r["question"] for r in quoting)
+        [entry] = _quarantine(out)
+        assert entry["error"].startswith("HTTP 401") and "INCORRECT API KEY PROVIDED: ***" in entry["error"]
+        files = {f.relative_to(out).parts[0] for f in out.rglob("*") if f.is_file()}
+        assert {"data", "llm-cache", "quarantine"} <= files
+        console = capfd.readouterr()
+        _assert_no_secret_in(out, console.out + console.err)
+
+        # The cache holds the masked answers: a rerun from it gives the same rows (and asks again
+        # for the chunk refused with a 401, answered now).
+        again = run(cfg, fresh=True, progress=False)
+        assert _stage(again.stats)["counters"]["llm_cache_hits"] == 2
+        assert [r for r in _rows(out) if r["context"] != _chunk(1)] == rows
+    console = capfd.readouterr()
+    _assert_no_secret_in(out, console.out + console.err)
