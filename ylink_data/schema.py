@@ -22,7 +22,8 @@ DOCUMENT_SCHEMA = pa.schema(
         # Documents (PDF, DOCX, PPTX, Markdown; io/readers/document.py) carry `content_type`,
         # `title`, and for PDF and PPTX `pages` (page or slide count) and `page_offsets` (the
         # character offset in `text` where each page or slide begins), so that a chunk of the
-        # text can name its pages; `url` is the file's path or URL.
+        # text can name its pages, and `skipped_parts` ({kind: count}) where the reader left out
+        # parts it could not read; `url` is the file's path or URL.
         pa.field("metadata", pa.string()),
     ]
 )
