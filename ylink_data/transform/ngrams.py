@@ -120,6 +120,12 @@ class Tokens:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def joined(self) -> pa.Array:
+        """Each text's tokens joined by single spaces: the normalised text an n-gram index keeps of
+        its items, where a run of tokens is a run of words between spaces (tokens hold none)."""
+        lists = pa.LargeListArray.from_arrays(pa.array(self.offsets, pa.int64()), self.words)
+        return pc.binary_join(lists, pa.scalar(" ", self.words.type))
+
     def text(self, start: int, length: int) -> str:
         """The normalised n-gram of `length` tokens at `start`: words joined by spaces, CJK
         characters written together."""
