@@ -47,6 +47,12 @@ def _not_blank(what: str) -> AfterValidator:
 
 
 class InputConfig(_Strict):
+    # Files, folders, globs or URLs. A folder holding a finished ylink run (its manifest.json) stands
+    # for the run's published shards as the manifest lists them, nothing else of it (io/fs.py,
+    # expand_paths), read as Parquet whatever `format` says: each row's text, url, lang, lang_score
+    # and metadata as the run wrote them, its other one-value columns (the run's id and source, ops'
+    # scores) added to the metadata (io/readers/parquet.py, run_record). A folder of an unfinished
+    # run (run.json without manifest.json) is refused.
     paths: list[Annotated[str, _not_blank("a file, folder, glob or URL")]] = Field(min_length=1)
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html", "pdf", "docx", "pptx",
                     "markdown"] = "auto"
@@ -83,6 +89,16 @@ class InputConfig(_Strict):
     # file under max_record_bytes that is not a ZIP bomb unpacks to about its own size plus its XML;
     # the 21 bundled DOCX and PPTX unpack to 0.8 MB at most, most of it styles and theme.
     max_unpacked_bytes: int = Field(64 * MiB, gt=0)
+    # Read on only a uniform random sample of this many documents of the input (null: all of them),
+    # to try a pipeline on a slice of a large corpus: exactly min(sample, documents) documents, drawn
+    # without replacement, the same ones for the same sample_seed however the input is split into
+    # tasks or workers (bottom-k sampling: each document's rank is a 64-bit hash of sample_seed and
+    # its id, and the `sample` lowest are kept; a pass over the input before phase 0 finds the cut,
+    # pipeline/runner.py). The rest count as the read stage's `not_sampled` drops in stats.json
+    # (never written to rejected/); records that cannot be read are quarantined as ever. Both keys
+    # are part of the run's fingerprint: another sample is another run.
+    sample: Annotated[int, Field(gt=0, strict=True)] | None = None
+    sample_seed: Annotated[int, Field(strict=True)] = 0
 
     @field_validator("paths", mode="before")
     @classmethod

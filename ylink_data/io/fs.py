@@ -16,7 +16,7 @@ from typing import IO, Any, Iterator
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, OutputError, YlinkError
 from ..redaction import redact_url
 
 GLOB_CHARS = set("*?[")
@@ -44,6 +44,10 @@ def full_url(fs: fsspec.AbstractFileSystem, path: str) -> str:
 class InputFile:
     url: str
     size: int | None
+    # A published shard of a finished ylink run named in input.paths: read as Parquet of the document
+    # schema whatever input.format says (readers/parquet.py), fingerprinted by its sha256 as well.
+    run_shard: bool = False
+    sha256: str | None = None
 
 
 def expand_paths(patterns: list[str], storage_options_for, exclude: str | None = None) -> list[InputFile]:
@@ -53,15 +57,18 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
     the pattern, when one matches nothing or cannot be listed (missing path, no permission,
     unknown bucket). What a folder or a wildcard expands into skips hidden and `_` entries, files
     and folders alike (.git/, .ipynb_checkpoints/, _SUCCESS), and every file under `exclude` (the
-    run's own output)."""
+    run's own output). A folder that holds a finished ylink run (manifest.json) expands into the
+    shards its manifest lists, and nothing else of it (`_run_shards`)."""
     excluded = _Excluded(exclude, storage_options_for(exclude)) if exclude else None
     found: dict[str, InputFile] = {}
     for i, pattern in enumerate(patterns):
         where = f"input.paths[{i}]"
         try:
             fs, path = filesystem(pattern, storage_options_for(pattern))
-            files = [(p, size) for p, size in _list(fs, path) if not (excluded and excluded.holds(fs, p))]
-        except InputError as exc:
+            shards = _run_shards(fs, path, pattern, storage_options_for(pattern))
+            listed = _list(fs, path) if shards is None else [(p, size) for p, (size, _) in shards.items()]
+            files = [(p, size) for p, size in listed if not (excluded and excluded.holds(fs, p))]
+        except YlinkError as exc:  # InputError, and ManifestError for a run's damaged manifest
             raise InputError(f"{where}: {exc}") from None
         except FileNotFoundError:
             raise InputError(f"{where}: {pattern!r} does not exist (check the path, or that the bucket exists)") from None
@@ -82,8 +89,58 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
                 raise InputError(f"{where}: two inputs are both {shown} once their credentials are hidden, "
                                  f"so their documents would get the same ids; make the URLs differ in "
                                  f"something else (e.g. add a parameter such as &file=...)")
-            found[shown] = InputFile(url, size)
+            if shards is not None:
+                found[shown] = InputFile(url, size, run_shard=True, sha256=shards[path][1])
+            elif shown not in found or not found[shown].run_shard:  # a shard named twice stays one
+                found[shown] = InputFile(url, size)
     return [found[u] for u in sorted(found)]
+
+
+def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
+                storage_options: dict[str, Any]) -> dict[str, tuple[int, str]] | None:
+    """{shard path: (bytes, sha256)} of the finished ylink run in the folder `path` (it holds
+    manifest.json), in the manifest's order, each checked to be there with the size the manifest
+    gives; None if `path` is no run folder. Only the shards: a run's stats.json, run.json, rejected/
+    and quarantine/ hold no documents of it, and a plain listing would read them as input.
+
+    A folder that holds an unfinished run (run.json, no manifest.json yet) is refused rather than
+    listed: its data/ holds only the shards published so far (and _work/ is skipped as hidden), so
+    a listing would read part of the run, and its bookkeeping, as documents without a word; whoever
+    names a run folder means the run's output, which does not exist yet."""
+    if GLOB_CHARS & set(path) or pattern.startswith(("http://", "https://")) or not fs.isdir(path):
+        return None
+    root = path.rstrip("/")
+    if not fs.exists(join(root, "manifest.json")):
+        if _is_unfinished_run(fs, join(root, "run.json")):
+            raise InputError(f"{pattern!r} is an unfinished ylink run (run.json, no manifest.json): rerun that "
+                             "run to finish it, then read it; or name the files inside it to read them as they are")
+        return None
+    from ..manifest import read_manifest  # late import: manifest.py uses this module
+
+    run = read_manifest(pattern, storage_options)  # checked: every shard inside the run folder
+    shards: dict[str, tuple[int, str]] = {}
+    sizes: dict[str, dict[str, int | None]] = {}  # one listing per folder of shards
+    for shard in run.shards:
+        full = join(run.root, shard.path)
+        folder, _, name = full.rpartition("/")
+        if folder not in sizes:
+            fs.invalidate_cache(folder)
+            sizes[folder] = {e["name"].rstrip("/").rsplit("/", 1)[-1]: e.get("size")
+                             for e in fs.ls(folder, detail=True) if e.get("type") == "file"}
+        if sizes[folder].get(name) != shard.ref.size:
+            raise InputError(f"{pattern!r}: the run's manifest lists {shard.path} ({shard.ref.size} bytes), "
+                             "which is missing or of another size: the run is damaged; rerun it")
+        shards[full] = (shard.ref.size, shard.ref.sha256)
+    return shards
+
+
+def _is_unfinished_run(fs: fsspec.AbstractFileSystem, run_json: str) -> bool:
+    """Whether `run_json` is the run.json of a ylink run (its fingerprint and version), not any file so named."""
+    try:
+        info = json.loads(fs.cat_file(run_json))
+    except (FileNotFoundError, ValueError):
+        return False
+    return isinstance(info, dict) and "fingerprint" in info and "ylink_version" in info
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -14,6 +14,8 @@ OUTPUT/
   tiers/<tier>/              with output tiers: each tier's data/, megatron/, sft/ and manifest.json (a run of its own
                              for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts and completion markers; removed on success
+  _work/sample.json          with input.sample: the cut of the sample, found by a pass over the input
+                             before phase 0, so that a resumed run keeps the same sample without a rescan
   llm-cache/                 answers of the LLM server by request (ops that call a model); kept by --fresh
   run.lock                   held by the run in progress (see lock.py); removed when it ends
 """
@@ -70,6 +72,11 @@ class RunLayout:
 
     def work(self, *parts: str) -> str:
         return self.path("_work", *parts)
+
+    @property
+    def sample_cut(self) -> str:
+        """input.sample's cut (runner.Runner._sample_cut): written before phase 0's first task."""
+        return self.work("sample.json")
 
     def part(self, phase: int, task: int, k: int, tier: str | None = None) -> str:
         name = f"task-{task:05d}-{k:03d}.parquet" if tier is None else f"task-{task:05d}-{tier}-{k:03d}.parquet"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import heapq
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from .progress import RunProgress
 from .publish import pack_shards, publish_shard
 from .stats import TaskStats, check_invariant, run_stats, token_stats
 from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
-from .tasks import TaskSpec, execute_task, load_marker
+from .tasks import TaskSpec, execute_task, load_marker, sample_scan
 
 FORMAT_VERSION = 1
 
@@ -89,10 +90,11 @@ class Runner:
             return done
         write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
         with self.progress:
+            cut = self._sample_cut(plan)
             markers: dict[int, dict[int, dict]] = {}
             decisions: list[str] = []
             for phase in plan.phases:
-                markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions)
+                markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
                 if phase.outgoing:
                     decisions = self._resolve(phase, markers[phase.index])
             shards = self._publish(markers[plan.phases[-1].index], plan.megatron)
@@ -155,10 +157,16 @@ class Runner:
         splits = plan_splits(files, self.cfg.input, self.cfg.storage_options)
         tasks = group_splits(splits, self.cfg.input.split_bytes)
         # URLs without their credentials: run.json shows this, and rotating a password is no new run.
+        # input.sample and sample_seed are left out when there is no sample (the seed then changes
+        # nothing): runs from before they existed keep their fingerprint. With a sample both count,
+        # so that another sample never resumes, or passes for, a run of this one. A previous run's
+        # shard counts with its sha256 too: that run rerun differently is other input.
+        unsampled = {"sample", "sample_seed"} if self.cfg.input.sample is None else set()
         fingerprinted = {
             "format_version": FORMAT_VERSION,
-            "input": self.cfg.input.model_dump() | {"paths": [redact_url(p) for p in self.cfg.input.paths]},
-            "input files": [[redact_url(f.url), f.size] for f in files],
+            "input": (self.cfg.input.model_dump(exclude=unsampled)
+                      | {"paths": [redact_url(p) for p in self.cfg.input.paths]}),
+            "input files": [[redact_url(f.url), f.size, *([f.sha256] if f.run_shard else [])] for f in files],
             # Unset output options (megatron: null) are left out: runs from before they existed keep
             # their fingerprint, and so resume or stay complete.
             "output": self.cfg.output.model_dump(exclude={"path"}, exclude_none=True),
@@ -243,7 +251,8 @@ class Runner:
 
     # ------------------------------------------------------------------ phases
 
-    def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str]) -> dict[int, dict]:
+    def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str],
+                   sample_cut: tuple[int, str] | None = None) -> dict[int, dict]:
         markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
         where = self.scheduler.where(len(plan.tasks) - len(markers))  # before ray.put of memory:// inputs
         specs = []
@@ -254,6 +263,7 @@ class Runner:
             if phase.index == 0:
                 spec.splits = splits
                 spec.inline = self._inline_inputs(splits, where)
+                spec.sample_cut = sample_cut
             else:
                 spec.parts = [p["path"] for p in previous[t]["parts"]]
                 spec.decisions = decisions
@@ -273,6 +283,41 @@ class Runner:
                            describe=lambda i: _describe_task(specs[i]), where=where)
         self.progress.finish(handle)
         return markers
+
+    def _sample_cut(self, plan: _Plan) -> tuple[int, str] | None:
+        """input.sample = N: the (priority, id) of the N-th lowest document of the whole input
+        (`tasks.sample_priority`), which phase 0 keeps with every document at or below it; None when
+        there is no sample or the input has at most N documents. Found by a pass over the input in
+        tasks run as phase 0's are (one per task of the plan, each returning its own N lowest), merged
+        here; saved in _work/ before any phase 0 task runs, so that a resumed run reads it back instead
+        of scanning again (the fingerprint holds sample and sample_seed: a saved cut is of this sample)."""
+        n, seed = self.cfg.input.sample, self.cfg.input.sample_seed
+        if n is None:
+            return None
+        saved = load_marker(self.layout, self.layout.sample_cut)
+        if saved is not None and saved.get("sample") == n and saved.get("sample_seed") == seed:
+            return tuple(saved["cut"]) if saved["cut"] is not None else None
+        where = self.scheduler.where(len(plan.tasks))
+        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where))
+                 for t, splits in enumerate(plan.tasks)]
+        handle = self.progress.phase(f"sample: rank every document, keep {n:,}", len(specs))
+        lowest: list[tuple[int, str]] = []
+        documents = 0
+
+        def on_done(i: int, result: dict) -> None:
+            nonlocal lowest, documents
+            lowest = heapq.nsmallest(n, [*lowest, *(tuple(key) for key in result["lowest"])])
+            documents += result["documents"]
+            files = sum(1 for split in specs[i].splits if split.end is None)
+            self.progress.advance(handle, result["documents"], result["bytes"], files)
+
+        self.scheduler.run(sample_scan, [(s,) for s in specs], on_done=on_done,
+                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where)
+        self.progress.finish(handle)
+        cut = list(lowest[-1]) if documents > n else None
+        write_json(self.layout.fs, self.layout.sample_cut,
+                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut})
+        return tuple(cut) if cut is not None else None
 
     def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
         """memory:// lives in this process only: ship such inputs to worker processes (as bytes) and
@@ -368,6 +413,6 @@ def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return own(params) if own else params
 
 
-def _describe_task(spec: TaskSpec) -> str:
+def _describe_task(spec: TaskSpec, phase: str | None = None) -> str:
     what = ", ".join(s.describe() for s in spec.splits[:2]) + (" ..." if len(spec.splits) > 2 else "")
-    return f"phase {spec.phase.index} task {spec.task}" + (f" ({what})" if what else "")
+    return f"{phase or f'phase {spec.phase.index}'} task {spec.task}" + (f" ({what})" if what else "")

@@ -5,6 +5,8 @@ a task killed half-way leaves nothing that a rerun would trust."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import heapq
 import json
 import os
 import time
@@ -44,6 +46,9 @@ class TaskSpec:
     decisions: list[str] = field(default_factory=list)  # the incoming global op's decision files
     inline: dict[str, Any] = field(default_factory=dict)  # memory:// inputs shipped by the driver
     tiers: tuple[str, list[str]] | None = None  # final phase: (column, tier names) to route output by
+    # Phase 0 with input.sample: the (priority, id) of the last document kept (`sample_priority`);
+    # documents above it are dropped as `not_sampled`. None: every document is read on.
+    sample_cut: tuple[int, str] | None = None
 
 
 # Ops are built once per worker process and reused by every task it runs (models load once).
@@ -175,13 +180,13 @@ def _crash_if_asked(spec: TaskSpec) -> None:
 def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:
     """Phase 0: records of the task's splits, as batches of the document schema."""
     read = stats.stage(0, "read")
+    cut, seed = spec.sample_cut, spec.cfg.input.sample_seed
     cols: dict[str, list] = {name: [] for name in DOCUMENT_SCHEMA.names}
     text_bytes = 0
     for split in spec.splits:
-        split_bytes = ((split.end if split.end is not None else split.size or 0) - split.start
-                       if split.format != "parquet" else (split.size or 0))
-        stats.input_bytes += split_bytes
-        read.bytes_in += split_bytes
+        size = split_bytes(split)
+        stats.input_bytes += size
+        read.bytes_in += size
         started = time.perf_counter()
         # The `source` column, the quarantine and the ids name the file without the credentials
         # its URL may carry (user:password@, sig=...). A URL without any is kept as it is, and so
@@ -192,14 +197,18 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
             stats.input_records += 1
             if isinstance(item, Record):
                 read.docs_in += 1
+                doc_id = document_id(source, item.offset)
+                if cut is not None and (sample_priority(seed, doc_id), doc_id) > cut:
+                    read.dropped[NOT_SAMPLED] += 1  # counted, never written to rejected/
+                    continue
                 read.docs_out += 1
                 read.counters.update(item.counters)  # parts of a document its reader left out
-                cols["id"].append(document_id(source, item.offset))
+                cols["id"].append(doc_id)
                 cols["text"].append(item.text)
                 cols["url"].append(item.url)
                 cols["source"].append(source)
-                cols["lang"].append(None)
-                cols["lang_score"].append(None)
+                cols["lang"].append(item.lang)  # set when the input is a previous run's shards
+                cols["lang_score"].append(item.lang_score)
                 cols["metadata"].append(json.dumps(item.metadata, ensure_ascii=False, default=str)
                                         if item.metadata else None)
                 text_bytes += len(item.text)
@@ -223,6 +232,44 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
         table = _document_table(cols)
         read.bytes_out += text_bytes_of(table)
         yield table
+
+
+def split_bytes(split: Split) -> int:
+    """The input bytes a split stands for (a Parquet split: its file's size)."""
+    if split.format == "parquet":
+        return split.size or 0
+    return (split.end if split.end is not None else split.size or 0) - split.start
+
+
+# input.sample: the read stage's drop reason of the documents outside the sample.
+NOT_SAMPLED = "not_sampled"
+
+
+def sample_priority(seed: int, doc_id: str) -> int:
+    """A document's rank in input.sample's bottom-k sample: a 64-bit hash of the seed and its id,
+    uniform over documents and independent of where the document lies or which task reads it."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}\x00{doc_id}".encode(), digest_size=8).digest(), "big")
+
+
+def sample_scan(spec: TaskSpec) -> dict[str, Any]:
+    """The pass before phase 0 with input.sample = N: the N lowest (priority, id) of the documents of
+    the task's splits (Records only: what phase 0 would read on; skipped and unreadable records are
+    no documents), the number of documents, and the bytes read. The driver merges the tasks' lists."""
+    n, seed = spec.cfg.input.sample, spec.cfg.input.sample_seed
+    counted = {"documents": 0, "bytes": 0}
+
+    def keys() -> Iterator[tuple[int, str]]:
+        for split in spec.splits:
+            counted["bytes"] += split_bytes(split)
+            source = redact_url(split.url)
+            for item in _split_items(spec, split):
+                if isinstance(item, Record):
+                    counted["documents"] += 1
+                    doc_id = document_id(source, item.offset)
+                    yield sample_priority(seed, doc_id), doc_id
+
+    lowest = heapq.nsmallest(n, keys())  # streams: holds n keys, not the task's documents
+    return {"lowest": [list(key) for key in lowest], **counted}
 
 
 def _split_items(spec: TaskSpec, split: Split) -> Iterator[Record | Skip | Bad]:

@@ -65,6 +65,8 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
         fmt, compression = split_extension(file.url)
         if cfg.format != "auto":
             fmt = cfg.format
+        if file.run_shard:  # a run's shard is Parquet of the document schema, whatever input.format says
+            fmt, compression = "parquet", None
         if fmt is None and compression is None:
             fmt = sniff_format(file.url, storage_options_for(file.url))
         if fmt is None:
@@ -95,12 +97,13 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
             with fs.open(path, "rb") as f:
                 groups = row_group_count(f)
             if groups is None:  # not readable Parquet: one split, whose reader quarantines the file
-                splits.append(Split(file.url, fmt, size, 0, None, compression))
+                splits.append(Split(file.url, fmt, size, 0, None, compression, run_shard=file.run_shard))
                 continue
             per = max(1, math.ceil(groups / _pieces(size, target, cfg.split_bytes)))
-            splits += [Split(file.url, fmt, size, g, min(g + per, groups)) for g in range(0, groups, per)]
+            splits += [Split(file.url, fmt, size, g, min(g + per, groups), run_shard=file.run_shard)
+                       for g in range(0, groups, per)]
         else:
-            splits.append(Split(file.url, fmt, size, 0, None, compression))
+            splits.append(Split(file.url, fmt, size, 0, None, compression, run_shard=file.run_shard))
     return splits
 
 
@@ -244,7 +247,7 @@ def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record 
     if split.format == "jsonl":
         return read_jsonl(split, f, cfg.max_record_bytes, cfg.text_field, cfg.url_field, cfg.chat)
     if split.format == "parquet":
-        return read_parquet(split, f, cfg.text_field, cfg.url_field, cfg.chat)
+        return read_parquet(split, f, cfg.text_field, cfg.url_field, cfg.chat, split.run_shard)
     if split.format == "text":
         return read_text(split, f, cfg.max_record_bytes)
     if split.format == "html":

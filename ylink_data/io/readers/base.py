@@ -23,6 +23,7 @@ class Split:
     start: int = 0  # byte offset or first row group
     end: int | None = None  # exclusive; None = to the end of the file
     compression: str | None = None  # "gzip" / "zstd" for whole-file compressed text inputs
+    run_shard: bool = False  # a shard of a finished ylink run (fs.InputFile.run_shard): its columns kept
 
     def describe(self) -> str:
         if self.start == 0 and self.end is None:
@@ -39,6 +40,9 @@ class Record:
     # Counters the read stage adds up in stats.json (`skipped_part_pptx_shape`: parts of a document
     # its reader left out, document.Parts).
     counters: dict[str, int] = field(default_factory=dict)
+    # The language a previous ylink run found (its shards read as input); None for other inputs.
+    lang: str | None = None
+    lang_score: float | None = None
 
     def decoded(self) -> str:
         return self.text.decode("utf-8") if isinstance(self.text, bytes) else self.text

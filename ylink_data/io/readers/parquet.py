@@ -4,7 +4,8 @@ naming it, data that cannot be decoded is one `Bad` at the first row not read, a
 an invalid value (a string that is not UTF-8) is one `Bad` naming its column."""
 from __future__ import annotations
 
-from typing import IO, Iterator
+import json
+from typing import IO, Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,7 +21,10 @@ _PARQUET_ERRORS = (pa.ArrowException, OSError)
 
 
 def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: str | None,
-                 chat: bool = False) -> Iterator[Record | Skip | Bad]:
+                 chat: bool = False, run_shard: bool = False) -> Iterator[Record | Skip | Bad]:
+    """The file's rows as records: the text field becomes `text` and every other field `metadata`
+    (jsonl.record_from_mapping), or, for a shard of a finished ylink run (`run_shard`), the row as
+    the run wrote it (`run_record`)."""
     try:
         pf = pq.ParquetFile(f)
     except _PARQUET_ERRORS as exc:
@@ -30,15 +34,54 @@ def read_parquet(split: Split, f: IO[bytes], text_field: str | None, url_field: 
         return
     groups = list(range(pf.num_row_groups))[split.start:split.end]
     row = sum(pf.metadata.row_group(i).num_rows for i in range(split.start))
+    # A run's list and struct columns (token ids, signatures) are left out unread (`run_record`).
+    columns = [f.name for f in pf.schema_arrow if not pa.types.is_nested(f.type)] if run_shard else None
     try:
-        for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns):
             for obj in _rows(batch, row):
-                yield obj if isinstance(obj, Bad) else record_from_mapping(obj, row, text_field, url_field, chat)
+                if isinstance(obj, Bad):
+                    yield obj
+                elif run_shard:
+                    yield run_record(obj, row)
+                else:
+                    yield record_from_mapping(obj, row, text_field, url_field, chat)
                 row += 1
     except _PARQUET_ERRORS as exc:
         if is_io_failure(exc):
             raise
         yield Bad(row, f"unreadable Parquet data from row {row} on: {describe_error(exc)}")
+
+
+def run_record(row: dict[str, Any], offset: int) -> Record | Skip | Bad:
+    """A row of a ylink run's shard as the document it was: `text`, `url`, `lang` and `lang_score` as
+    they are, `metadata` (a JSON object) back as the record's metadata. The row's other columns that
+    hold one value (a string, number or boolean: its previous `id` and `source`, measures and scores
+    ops added) join the metadata under their own names, where it has no such key already; list and
+    struct columns (token ids, signatures) are left out. input.text_field and url_field do not apply:
+    a shard's columns are the document schema's."""
+    if "text" not in row:
+        return Bad(offset, f"no column 'text' (columns: {', '.join(list(row)[:8])}); not a ylink run's shard?")
+    text = row["text"]
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return Skip(offset, "empty")
+    if not isinstance(text, str):
+        return Bad(offset, f"column 'text' is {type(text).__name__}, not a string")
+    metadata: Any = row.get("metadata")
+    try:
+        metadata = json.loads(metadata) if isinstance(metadata, str) else None
+    except ValueError:
+        metadata = {"metadata": row["metadata"]}  # not written by ylink: kept as it is
+    metadata = metadata if isinstance(metadata, dict) else {}
+    for name, value in row.items():
+        if name not in _RUN_COLUMNS and isinstance(value, (str, int, float, bool)):
+            metadata.setdefault(name, value)
+    url, lang, score = row.get("url"), row.get("lang"), row.get("lang_score")
+    return Record(offset, text, url if isinstance(url, str) else None, metadata,
+                  lang=lang if isinstance(lang, str) else None,
+                  lang_score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
+
+
+_RUN_COLUMNS = ("text", "url", "lang", "lang_score", "metadata")  # a run shard's columns a Record holds
 
 
 def _rows(batch: pa.RecordBatch, first: int) -> list[dict | Bad]:
