@@ -7,7 +7,10 @@ asking for "N question..." (or "N 个问答对") gets N grounded pairs as JSON, 
 sentence's first words. A judge's prompt (`<instruction>` and `<response>`, or `<response_a>` and
 `<response_b>`, each on lines of their own) gets JSON: pointwise `{"reason", "score"}` with
 `judge_score(response)`, pairwise `{"reason", "winner"}`, the response with the higher score winning
-("tie" when equal), or, with `judge_bias="A"`, always the response shown first (position bias).
+("tie" when equal), or, with `judge_bias="A"`, always the response shown first (position bias). A
+document rubric's prompt (configs/prompts/judge-edu-*.txt: a `<document>` and, outside it, the
+`"score"` asked for) gets `{"reason", "score"}` with `edu_score(document)`: the number of educational
+terms (EDU_TERMS) among its words, at most 5, or the number planted after `SCORE=`.
 A Self-Instruct prompt (configs/prompts/self_instruct-*.txt: "Come up with N
 new tasks ... start at K", or its Chinese) gets a numbered list from K (`instruction_list`): a
 near-duplicate of the prompt's first example, items the heuristics reject (a banned keyword, a
@@ -25,7 +28,7 @@ Misbehaviour on demand, for the next `times` requests (or those whose prompt mat
     server.fail("500")                           # 500
     server.fail("stall", seconds=3)              # answers, but only after `seconds`
     server.fail("malformed")                     # 200 whose content is not JSON
-    server.fail("schema")                        # 200 with JSON of the wrong shape
+    server.fail("schema")                        # 200 with JSON of the wrong shape (a judge's: no score)
     server.fail("unsupported")                   # a pair whose answer is not in the document
     server.fail("400")                           # a request error (not worth retrying)
 
@@ -86,6 +89,63 @@ def judge_score(response: str) -> int:
     outside 1-10, for tests of validation), else 1 + its length in characters modulo 10."""
     planted = _PLANTED_SCORE.search(response)
     return int(planted.group(1)) if planted else 1 + len(response) % 10
+
+
+# The test judge's educational terms (edu_score): each a set of word forms, counted once whichever
+# form appears. English: school and science words, and the words of explanation and general
+# knowledge that news and books use too (so that real text gets every score, see edu_score).
+EDU_TERMS_EN = (
+    "learn learns learned learning learnt", "student students", "school schools",
+    "science sciences scientific scientist scientists", "research researcher researchers",
+    "study studies studied studying", "theory theories theoretical", "history historical historic",
+    "explain explains explained explaining explanation", "example examples instance",
+    "knowledge know known", "education educational teach teacher teachers teaching taught",
+    "university universities college", "understand understanding understood", "information data",
+    "analysis analyst analysts analyse analyze", "method methods process processes", "system systems",
+    "develop developed development developing", "technology technical technique techniques", "evidence",
+    "problem problems", "because", "reason reasons", "result results", "cause causes caused", "effect effects",
+    "important importance", "compare compared comparison", "increase increased increases", "however",
+    "therefore thus", "according", "nature natural", "human humans", "life", "world", "law laws", "government",
+    "economy economic economics", "policy policies", "public", "general generally", "means mean meaning",
+    "include includes including included", "report reports reported", "expect expects expected expectation",
+    "growth grow grows grew", "based basis", "national nation nations", "international")
+EDU_TERMS_ZH = ("学习 学生 教育 科学 研究 知识 历史 理论 实验 课程 老师 教师 学校 大学 考试 专家 技术 发展 分析 原因 方法 数据 经济 "
+                "影响 理解 了解 世界 文化 社会 系统 结果 因为 提高 重要 信息 过程 变化 标准 发现 介绍 例如 比如 解释 说明 能力 培养 "
+                "基础 原理 环境 健康 生活")
+EDU_TERMS = tuple(frozenset(forms.split()) for forms in EDU_TERMS_EN) + tuple(
+    frozenset([word]) for word in EDU_TERMS_ZH.split())
+
+
+def edu_score(text: str) -> int:
+    """The test judge's educational score of a document (0-5, a document rubric's answer): the
+    number after `SCORE=` in it if any (which may be outside 0-5, for tests of validation), else
+    the number of EDU_TERMS of which a form is one of the text's words, at most 5.
+
+    The words are those a quality classifier reads (ylink_data/quality/preprocess.py `model_line`,
+    of the whole text: English lowercased with its punctuation split off, Chinese cut by rjieba),
+    so the score is a function of the tokens fastText sees: a classifier trained on these labels
+    can learn them (the more so from whole documents: `prefix_chars` 0; by default it reads the
+    first 500 English or 150 Chinese characters).
+
+    Measured on real text with these lists (mean; share scored 3 or more; shares of 0, 1, ..., 5):
+    Reuters-21578, all 10,788 articles (47% under 500 characters, earnings tables among them): 1.66; 0.28;
+    .36 .23 .13 .08 .06 .14. Its 5,760 articles of 500 characters or more: 2.67; 0.49;
+    .12 .21 .18 .14 .10 .26. THUCNews (cnews.val.txt, 1,000 articles): 2.80; 0.54;
+    .18 .15 .12 .10 .08 .35. Gutenberg (nltk's 14 books, 84 pieces of 2,000 characters): 2.83;
+    0.58; .08 .15 .18 .24 .12 .23. Longer texts hold more terms: short notes score low, long
+    articles high, as with a real document rubric. A fastText model (softmax, word bigrams, dim 16)
+    trained on 80% to tell 3 or more from the rest got 0.87 of the other 20% of those Reuters
+    articles right from whole texts, 0.78 from the default prefix; on THUCNews (800 training
+    articles) 0.80 and 0.76."""
+    planted = _PLANTED_SCORE.search(text)
+    if planted:
+        return int(planted.group(1))
+    from ylink_data.quality.preprocess import model_line
+
+    words = set(model_line(text, None, 0).split())
+    return min(5, sum(1 for forms in EDU_TERMS if not forms.isdisjoint(words)))
+
+
 _TASKS_ASKED = re.compile(r"(?:Come up with|请再写出)\s*(\d+)\s*(?:new tasks|个新任务)")
 _START = re.compile(r"(?:start at|从)\s*(\d+)\s*(?:and|开始)")
 _EXAMPLE = re.compile(r"^(\d+)\. (.+)$", re.M)
@@ -328,7 +388,7 @@ class LLMServer:
     def _content(self, prompt: str, kind: str | None, seed: int | None = None) -> str:
         if kind == "malformed":
             return '{"pairs": [{"question": "unterminated'
-        judged = self._judge(prompt)
+        judged = self._judge(prompt, kind)
         if judged is not None:
             return judged
         tasks, given = _TASKS_ASKED.search(prompt), _GIVEN.search(prompt)
@@ -353,17 +413,26 @@ class LLMServer:
         return json.dumps({"pairs": pairs}, ensure_ascii=False)
 
 
-    def _judge(self, prompt: str) -> str | None:
+    def _judge(self, prompt: str, kind: str | None = None) -> str | None:
+        """A judge's answer to a judge's prompt (None for any other prompt); with the "schema" fault,
+        JSON without its score or winner (`grade`, `choice`: what a judge that ignores the format says)."""
+        score_key, winner_key = ("grade", "choice") if kind == "schema" else ("score", "winner")
         both = _RESPONSE_AB.search(prompt)
         if both is not None:
             a, b = (judge_score(r) for r in both.groups())
             winner = self.judge_bias or ("A" if a > b else "B" if b > a else "tie")
-            return json.dumps({"reason": f"A scores {a}, B scores {b}.", "winner": winner})
+            return json.dumps({"reason": f"A scores {a}, B scores {b}.", winner_key: winner})
         one = _RESPONSE.search(prompt)
         if one is not None:
             score = judge_score(one.group(1))
-            return json.dumps({"reason": f"{len(one.group(1))} characters.", "score": score})
+            return json.dumps({"reason": f"{len(one.group(1))} characters.", score_key: score})
+        document = _DOCUMENT.search(prompt)
+        # A document rubric: a document, and a "score" asked for outside it (qa_generate's prompts ask for pairs).
+        if document is not None and '"score"' in prompt[:document.start()] + prompt[document.end():]:
+            score = edu_score(document.group(1))
+            return json.dumps({"reason": f"{score} educational terms.", score_key: score})
         return None
+
 
 async def _write(response: web.StreamResponse, data: bytes, entry: Request) -> bool:
     """Writes `data`; False (and `entry.hung_up`) when the client has closed the connection."""

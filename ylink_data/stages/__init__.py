@@ -102,7 +102,9 @@ def validate_stages(stages: list[Any], source: str | None = None) -> list[tuple[
         try:  # checks across parameters live in the op's constructor, which loads nothing
             REGISTRY[name](**params)
         except (ValueError, TypeError) as exc:
-            problems.append(f"{where}.{name}: {exc}")
+            # "min_score: 7 is outside..." names its parameter: the line points at it, as pydantic's do.
+            key, sep, rest = str(exc).partition(": ")
+            problems.append(f"{where}.{name}.{key}: {rest}" if sep and key in params else f"{where}.{name}: {exc}")
             continue
         ops.append((name, params))
     if problems:

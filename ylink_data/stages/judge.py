@@ -1,15 +1,29 @@
-"""judge: an LLM-as-judge verdict on each response, with a rubric, through the pipeline's model
-(`llm:`, or the op's own `llm:` to judge with another model or server than the one that answered).
+"""judge: an LLM-as-judge verdict on each response, or on each document, with a rubric, through the
+pipeline's model (`llm:`, or the op's own `llm:` to judge with another model or server than the one
+that answered).
 
-`mode: pointwise` (default): each row's `response` to its `instruction` gets a score from 1 to 10
-with the rubric of the instruction's language (`configs/prompts/judge-pointwise-zh.txt` for Chinese,
-`-en.txt` for the rest; `prompt:` names another file with `{instruction}` and `{response}`). The
-answer is read as JSON `{"score", "reason"}` (in a ```json fence too) or, failing that, a
-`Score: N` line (`评分：N`), the reason being the rest of the text. It becomes the columns
-`judge_score` (float) and `judge_reason`. An answer with no score, or one outside 1-10, quarantines
-the row with the raw answer (as qa_generate does), and so does a request that failed after
-`llm.max_retries`: a row the judge could not score is never kept or dropped as if it had been.
-`min_score` drops rows scored below it as `judge:low_score`.
+`mode: pointwise` (default) gives each row a score on the rubric's scale, as the columns
+`judge_score` (float) and `judge_reason`. `rubric:` says what is judged and how:
+- `response` (the default): each row's `response` to its `instruction` scored 1-10 with
+  `configs/prompts/judge-pointwise-<lang>.txt` (helpfulness, accuracy, ...; MT-Bench's grading).
+- `edu`: each plain document (`text_column`, `text` by default) scored 0-5 for its educational
+  value with `configs/prompts/judge-edu-<lang>.txt`, FineWeb-Edu's additive rubric (Penedo et al.
+  2024: one point per criterion met, from "some basic information relevant to an educational topic"
+  to "outstanding, like a textbook for grade school"). Such annotations are what a fast quality
+  classifier is distilled from (FineWeb-Edu trained its classifier on 450k of them and kept the
+  documents it scores 3 and above), so that the LLM reads a sample and the classifier the corpus.
+The prompt's language is the row's: `-zh` for Chinese (its `lang` column, else the script of the
+instruction's or the document's text, as qa_generate decides), `-en` for every other language.
+`prompt:` names your own file instead, for every language: one with `{instruction}` and
+`{response}` judges responses, one with `{text}` documents (with `rubric` unset, the file's
+placeholders decide; a file that contradicts `rubric` is a config error). `scale: [low, high]`
+is the scale of your rubric (default: the rubric's, 1-10 or 0-5). The answer is read as JSON
+`{"score", "reason"}` (in a ```json fence too) or, failing that, a `Score: N` line (`评分：N`), the
+reason being the rest of the text. An answer with no score, or one outside the scale (the judge
+did not follow the rubric: its number means nothing on it), quarantines the row with the raw answer
+(as qa_generate does), and so does a request that failed after `llm.max_retries`: a row the judge
+could not score is never kept or dropped as if it had been. `min_score` (on the scale) drops rows
+scored below it as `judge:low_score`.
 
 `mode: pairwise`: the responses of one instruction (rows sharing `group_column`, which respond
 writes; the runner hands the op every row of a group in one batch, stages/base.py MapOp) are
@@ -22,7 +36,8 @@ response's `judge_score` is then its number of consistent wins against the other
 (0 to n-1, a Copeland count), which `preference_pairs` reads as it reads pointwise scores: with two
 responses, the consistent winner scores 1 and the loser 0, and an inconsistent pair leaves both at
 0, so no pair. `judge_reason` lists the verdicts. An unusable answer to any comparison quarantines
-the group's rows with the raw answer.
+the group's rows with the raw answer. Pairwise compares responses only: no `rubric: edu`, no
+`scale`.
 
 Counters: `scored`, `unparseable`, `out_of_range` (pointwise); `comparisons`, `pairwise_consistent`,
 `pairwise_inconsistent`, `pairwise_ties` (pairwise); and the model's usage (`llm_*`, llm/usage.py).
@@ -32,10 +47,11 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Literal
 
 import pyarrow as pa
-from pydantic import Field
+from pydantic import NonNegativeFloat
 
 from ..errors import YlinkError
 from ..llm.config import LLMOverride
@@ -44,14 +60,17 @@ from . import register
 from .base import BatchResult
 from .qa_generate import PROMPTS, RAW_CHARS, load_prompt, prompt_languages
 
-LOW, HIGH = 1, 10  # the rubric's scale
+LOW, HIGH = 1, 10  # the response rubric's scale (parse_score's default)
+# rubric: (what it scores, its scale, its prompts configs/prompts/<stem>-<lang>.txt)
+RUBRICS = {"response": ("response", (1.0, 10.0), "judge-pointwise"), "edu": ("document", (0.0, 5.0), "judge-edu")}
 SCORE_COLUMN, REASON_COLUMN = "judge_score", "judge_reason"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 # "Score: 7", "**Score**: 7/10", "评分：7": the line judges write when they do not write JSON.
 _SCORE_LINE = re.compile(r"^\W*(?:score|rating|评分|分数|得分)\W*[:：]\s*\**\s*(-?\d+(?:\.\d+)?)", re.I | re.M)
 _WINNER_LINE = re.compile(r"^\W*(?:winner|verdict|胜者|结论)\W*[:：]\s*\**\s*\[*\s*(A|B|tie|平局)\b", re.I | re.M)
-PLACEHOLDERS = {
-    "pointwise": {"instruction": "the instruction", "response": "the response"},
+PLACEHOLDERS = {  # what a prompt scores: {placeholder: what goes there}
+    "response": {"instruction": "the instruction", "response": "the response"},
+    "document": {"text": "the document"},
     "pairwise": {"instruction": "the instruction", "response_a": "the first response", "response_b": "the second"},
 }
 
@@ -70,10 +89,10 @@ def _json_object(text: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def parse_score(text: str) -> tuple[float, str]:
+def parse_score(text: str, low: float = LOW, high: float = HIGH) -> tuple[float, str]:
     """(score, reason) of a pointwise answer: JSON {"score", "reason"}, else a `Score: N` line (the
     reason then being the answer's other lines). Unparseable says why not, also for a score outside
-    1-10 (the judge did not follow the rubric: its number means nothing on our scale)."""
+    `low`-`high` (the judge did not follow the rubric: its number means nothing on our scale)."""
     data = _json_object(text)
     if data is not None and "score" in data:
         score, reason = data["score"], data.get("reason")
@@ -91,8 +110,8 @@ def parse_score(text: str) -> tuple[float, str]:
             raise Unparseable('no score: neither JSON {"score": N} nor a "Score: N" line')
         score = float(line.group(1))
         reason = (text[:line.start()] + text[line.end():]).strip()
-    if not LOW <= score <= HIGH:
-        raise Unparseable(f"score {score:g} is outside {LOW}-{HIGH}")
+    if not low <= score <= high:
+        raise Unparseable(f"score {score:g} is outside {low:g}-{high:g}")
     return float(score), reason.strip()
 
 
@@ -119,27 +138,75 @@ def _unusable(exc: Exception, raw: str) -> str:
             + (" (truncated)" if len(raw) > RAW_CHARS else ""))
 
 
+def _prompt_kind(path: str) -> str | None:
+    """What a prompt file scores, by its placeholders: "response", "document" or None (neither)."""
+    try:
+        template = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"prompt: cannot read {path}: {exc.strerror or exc}") from None
+    if "{instruction}" in template or "{response}" in template:
+        return "response"
+    return "document" if "{text}" in template else None
+
+
 @register
 class Judge(LLMOp):
-    """A judge's score per response; see the module docstring. `min_score` (unset: nothing
-    dropped) is on the rubric's 1-10 scale in pointwise mode, in wins in pairwise mode. `json_mode`
-    asks the server for JSON (`response_format: json_object`); off by default, since the `Score: N`
-    line is read as well and some servers refuse the field."""
+    """A judge's score per response or per document; see the module docstring.
+
+    `rubric`: `response` (an instruction's response, 1-10) or `edu` (a document's educational
+    value, 0-5, FineWeb-Edu's rubric); unset: `response`, unless `prompt` names a document prompt.
+    `prompt`: your own rubric file, with `{instruction}` and `{response}` or with `{text}`
+    (pairwise: `{instruction}`, `{response_a}`, `{response_b}`), read now so that a missing file or
+    placeholder fails before any request is paid for. `scale` [low, high], numbers >= 0: the scale
+    your prompt asks for (default: the rubric's); a score outside it quarantines the row, since the
+    judge then did not follow its rubric. `min_score` (unset: nothing dropped) is on that scale in
+    pointwise mode, in wins in pairwise mode. `text_column`: the documents (`rubric: edu`);
+    `instruction_column`, `response_column`: the responses (as `respond` writes them);
+    `group_column`: the responses compared pairwise. `json_mode` asks the server for JSON
+    (`response_format: json_object`); off by default, since the `Score: N` line is read as well and
+    some servers refuse the field."""
 
     name = "judge"
 
-    def __init__(self, mode: Literal["pointwise", "pairwise"] = "pointwise", prompt: str | None = None,
-                 min_score: Annotated[float, Field(ge=0, le=HIGH)] | None = None,
+    def __init__(self, mode: Literal["pointwise", "pairwise"] = "pointwise",
+                 rubric: Literal["response", "edu"] | None = None, prompt: str | None = None,
+                 scale: tuple[NonNegativeFloat, NonNegativeFloat] | None = None,
+                 min_score: NonNegativeFloat | None = None, text_column: str = "text",
                  instruction_column: str = "instruction", response_column: str = "response",
                  group_column: str = "instruction_id", json_mode: bool = False, llm: LLMOverride | None = None):
         self.mode, self.prompt, self.min_score, self.json_mode = mode, prompt, min_score, json_mode
+        self.text_column = text_column
         self.instruction_column, self.response_column = instruction_column, response_column
         # Pairwise compares the responses of one instruction: the runner keeps each group in one batch.
         self.group_column = group_column if mode == "pairwise" else None
         self.llm = llm.model_dump() if isinstance(llm, LLMOverride) else llm
-        needed = PLACEHOLDERS[mode]
+        kind = _prompt_kind(prompt) if prompt else None
+        if mode == "pairwise":
+            if rubric == "edu":
+                raise ValueError("rubric: edu scores documents one at a time; it needs mode: pointwise")
+            if scale is not None:
+                raise ValueError("scale: pairwise mode scores wins against the other responses, on no rubric's scale")
+            self.rubric, self.judged, self.scale, stem = "response", "pairwise", None, "judge-pairwise"
+        else:
+            if prompt and kind is None and rubric is None:
+                raise ValueError(f"prompt: {prompt} has neither {{instruction}} and {{response}} (a rubric for "
+                                 "responses) nor {text} (a rubric for documents)")
+            self.rubric = rubric or ("edu" if kind == "document" else "response")
+            self.judged, default_scale, stem = RUBRICS[self.rubric]
+            if kind is not None and kind != self.judged:
+                wanted = " and ".join("{" + p + "}" for p in PLACEHOLDERS[self.judged])
+                raise ValueError(f"prompt: {prompt} is a rubric for {kind}s, but rubric: {self.rubric} scores "
+                                 f"{self.judged}s: give a prompt with {wanted}, or leave rubric out")
+            low, high = (float(scale[0]), float(scale[1])) if scale is not None else default_scale
+            if not low < high:
+                raise ValueError(f"scale: give [low, high] with low under high, not [{low:g}, {high:g}]")
+            if min_score is not None and not low <= min_score <= high:
+                raise ValueError(f"min_score: {min_score:g} is outside the scale, {low:g}-{high:g}"
+                                 + ("" if scale is not None else f" (rubric {self.rubric}; `scale` sets another)"))
+            self.scale = (low, high)
+        needed = PLACEHOLDERS[self.judged]
         self.templates = ({"en": load_prompt(prompt, needed), "zh": load_prompt(prompt, needed)} if prompt else
-                          {lang: load_prompt(PROMPTS / f"judge-{mode}-{lang}.txt", needed) for lang in ("en", "zh")})
+                          {lang: load_prompt(PROMPTS / f"{stem}-{lang}.txt", needed) for lang in ("en", "zh")})
 
     @property
     def score_column(self) -> str:  # the report draws min_score on this column's distribution
@@ -147,8 +214,9 @@ class Judge(LLMOp):
 
     def _column(self, table: pa.Table, name: str, what: str) -> list:
         if name not in table.column_names:
-            raise YlinkError(f"judge: the rows have no {name!r} column ({what}); put `respond` before `judge`, "
-                             f"or name the column with judge's `{what}_column` parameter")
+            hint = ("name the column with judge's `text_column` parameter" if what == "text" else
+                    f"put `respond` before `judge`, or name the column with judge's `{what}_column` parameter")
+            raise YlinkError(f"judge: the rows have no {name!r} column ({what}); {hint}")
         return table.column(name).to_pylist()
 
     def _ask(self, prompts: list[str]) -> list:
@@ -156,14 +224,22 @@ class Judge(LLMOp):
         return self.client.chat_many([[{"role": "user", "content": p}] for p in prompts], **request)
 
     def process(self, table: pa.Table) -> BatchResult:
-        instructions = self._column(table, self.instruction_column, "instruction")
-        responses = self._column(table, self.response_column, "response")
-        langs = prompt_languages(instructions, table.column("lang").to_pylist() if "lang" in table.column_names
-                                 else None)
-        if self.mode == "pointwise":
-            scores, reasons, errors, counts = self._pointwise(instructions, responses, langs)
+        lang_column = table.column("lang").to_pylist() if "lang" in table.column_names else None
+        if self.judged == "document":
+            texts = self._column(table, self.text_column, "text")
+            langs = prompt_languages(texts, lang_column)
+            scores, reasons, errors, counts = self._pointwise(
+                [self.templates[lang].replace("{text}", text or "") for text, lang in zip(texts, langs)])
         else:
-            scores, reasons, errors, counts = self._pairwise(table, instructions, responses, langs)
+            instructions = self._column(table, self.instruction_column, "instruction")
+            responses = self._column(table, self.response_column, "response")
+            langs = prompt_languages(instructions, lang_column)
+            if self.mode == "pointwise":
+                scores, reasons, errors, counts = self._pointwise(
+                    [self.templates[lang].replace("{instruction}", i or "").replace("{response}", r or "")
+                     for i, r, lang in zip(instructions, responses, langs)])
+            else:
+                scores, reasons, errors, counts = self._pairwise(table, instructions, responses, langs)
         dropped = [None if e is not None or s is None or self.min_score is None or s >= self.min_score
                    else f"{self.name}:low_score" for s, e in zip(scores, errors)]
         out = table
@@ -174,20 +250,18 @@ class Judge(LLMOp):
         counters = {k: v for k, v in counts.items() if v} | self.client.usage.take()
         return BatchResult(out, dropped=dropped, errors=errors if any(errors) else None, counters=counters)
 
-    def _pointwise(self, instructions: list, responses: list, langs: list[str]):
-        n = len(responses)
+    def _pointwise(self, prompts: list[str]):
+        n = len(prompts)
         scores: list[float | None] = [None] * n
         reasons: list[str | None] = [None] * n
         errors: list[str | None] = [None] * n
         counts = {"scored": 0, "unparseable": 0, "out_of_range": 0}
-        prompts = [self.templates[langs[i]].replace("{instruction}", instructions[i] or "")
-                   .replace("{response}", responses[i] or "") for i in range(n)]
         for i, reply in enumerate(self._ask(prompts)):
             if reply.error is not None:
                 errors[i] = reply.error
                 continue
             try:
-                scores[i], reasons[i] = parse_score(reply.text)
+                scores[i], reasons[i] = parse_score(reply.text, *self.scale)
             except Unparseable as exc:
                 counts["out_of_range" if "outside" in str(exc) else "unparseable"] += 1
                 errors[i] = _unusable(exc, reply.text)
