@@ -1,18 +1,21 @@
-"""Benchmark: is `ylink quality train` below plain fastText? Held-out ROC AUC of the trainer's
-defaults against plain fastText with its usual settings, over repeated stratified splits of real
-labelled data, paired split by split.
+"""Benchmark: does `ylink quality train` beat plain fastText on every labelled set? Held-out ROC AUC of
+the trainer (its per-data-set search, and its fixed defaults) against plain fastText with its usual
+settings, over repeated stratified splits of real labelled data, paired split by split.
 
-    .venv/bin/python bench/bench_quality_cv.py [--repeats 10] [--sets en-web zh-news zh-hand] [--ablations]
+    .venv/bin/python bench/bench_quality_cv.py [--repeats 10] [--sets en-web de-web es-web zh-news]
+        [--fasttext-autotune 30] [--ablations]
     .venv/bin/python bench/bench_quality_cv.py --sets zh-news-joined zh-news-paragraphs   # layout made alike
 
 (`zh-hand` is not run by default: with 6 good and 7 bad pages held out per split its AUCs are noise.)
 
 Sides, trained on the same documents and scored on the same held-out ones in every split:
-- **ylink default**: what `ylink quality train` does with its defaults (read from `train_classifier`'s
-  signature): the text preprocessed by `preprocess.model_lines` (English: lowercased words and
+- **ylink quality train**: what the command does by default (`train_split` with `train_classifier`'s
+  defaults): its search (quality/autotune.py) chooses lr, epoch, wordNgrams, minCount and whether to
+  read the documents' shape, by grouped 3-fold cross-validation on the training split, then trains.
+- **ylink, --autotune-seconds 0**: the fixed defaults, as before the search: the text preprocessed by `preprocess.model_lines` (English: lowercased words and
   punctuation of the first 500 characters; Chinese: rjieba words of the first 150), the smaller class
   oversampled, `quality.train.fit` (dim 16, lr 0.2, minCount 2, wordNgrams 2, 10 epochs, one thread,
-  product-quantized), scored by `QualityModel`.
+  product-quantized), scored by `QualityModel` from the saved model.
 - **plain fastText**: `fasttext.train_supervised(input, wordNgrams=2, epoch=10)`, everything else
   fastText's defaults (dim 100, lr 0.1, minCount 1, 2M buckets, 12 threads, softmax), on the raw text
   with its whitespace collapsed to single spaces (fastText reads one line per example), no
@@ -29,9 +32,11 @@ repeated random splits (Nadeau and Bengio 2003: variance times 1/n + n_test/n_tr
 one to trust.
 
 Data (../shared/data, read in place; see each folder's SOURCE.txt):
-- `en-web`: human line-level labels of real web pages: for the 167 English pages of the trafilatura
-  evaluation set (`lang_by_file.json`), the snippets its authors marked as main text that must be
-  extracted (good, 493) and as boilerplate that must not be (bad, 499), grouped by page.
+- `en-web`, `de-web`, `es-web` (and `fr-web`, `pl-web`, not run by default: 26 and 21 pages, 5 of
+  each class held out per split): human line-level labels of real web pages: for the pages of the
+  trafilatura evaluation set in that language (`lang_by_file.json`: 167 English, 699 German, 48
+  Spanish), the snippets its authors marked as main text that must be extracted (good) and as
+  boilerplate that must not be (bad), grouped by page. Apache-2.0 (the repository's licence).
 - `zh-news`: the default Chinese model's training data (`ylink_data/assets/models/train_defaults.py`):
   THUCNews articles (good) against ChineseWebText, CC-MAIN-2020-34 and trafilatura boilerplate spam
   pages (bad), cut into ~1,500-character pieces as the default model is trained. The news articles
@@ -66,22 +71,23 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "ylink_data" / "assets"))
 
 from ylink_data.quality import QualityModel, model_lines, train_classifier  # noqa: E402
-from ylink_data.quality.model import POSITIVE  # noqa: E402
-from ylink_data.quality.train import fit, read_examples, roc_auc  # noqa: E402
+from ylink_data.quality.model import NEGATIVE, POSITIVE  # noqa: E402
+from ylink_data.quality.train import AUTOTUNE_SECONDS, Example, fit, read_examples, roc_auc, train_split  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 TEST_FRACTION = 0.2
 Docs = dict[str, list[str]]  # document (group) -> its lines or pieces
 
 
-def en_web() -> tuple[Docs, Docs]:
+def web(lang: str) -> tuple[Docs, Docs]:
+    """The trafilatura evaluation set's human labels on its pages in `lang`."""
     root = SHARED / "trafilatura_eval"
     langs = json.loads((root / "lang_by_file.json").read_text())
     pages = json.loads((root / "tests" / "evaldata.json").read_text())
     good: Docs = {}
     bad: Docs = {}
     for page in pages.values():
-        if langs.get(page["file"], ["?"])[0] != "en":
+        if langs.get(page["file"], ["?"])[0] != lang:
             continue
         for side, key in ((good, "with"), (bad, "without")):
             snippets = [" ".join(s.split()) for s in page.get(key) or [] if s.strip()]
@@ -131,34 +137,46 @@ def zh_hand() -> tuple[Docs, Docs]:
 
 
 def splits(good: Docs, bad: Docs, repeats: int):
-    """(train good, train bad, held-out good, held-out bad) texts, per repeat."""
+    """(train good, train bad, held-out good, held-out bad) pieces as `Example`s (text and document),
+    per repeat."""
     for r in range(repeats):
         rng = np.random.default_rng(r)
         sides = []
         for docs in (good, bad):
             keys = sorted(docs)
             held = {keys[i] for i in rng.permutation(len(keys))[:max(1, round(TEST_FRACTION * len(keys)))]}
-            sides.append(([t for k in keys if k not in held for t in docs[k]],
-                          [t for k in keys if k in held for t in docs[k]]))
+            sides.append(([Example(t, k) for k in keys if k not in held for t in docs[k]],
+                          [Example(t, k) for k in keys if k in held for t in docs[k]]))
         (train_good, test_good), (train_bad, test_bad) = sides
         yield train_good, train_bad, test_good, test_bad
 
 
 def trainer_defaults() -> dict:
     """`ylink quality train`'s defaults, where they live: `train_classifier`'s signature."""
-    names = set(inspect.signature(fit).parameters) - {"pos_lines", "neg_lines", "rng", "workdir", "progress"}
-    return {k: p.default for k, p in inspect.signature(train_classifier).parameters.items() if k in names}
+    return {k: p.default for k, p in inspect.signature(train_classifier).parameters.items()
+            if p.default is not inspect.Parameter.empty}
 
 
-Side = Callable[[list[str], list[str], list[str], str, int, str], np.ndarray]
+# (train good, train bad, held good, held bad, language, seed, scratch folder) -> scores of held good + bad
+Side = Callable[[list[Example], list[Example], list[Example], list[Example], str, int, str], np.ndarray]
+CHOICES: dict[str, list[dict]] = {}  # side -> what the search chose in each split
 
 
-def ylink_side(prefix_chars: int | None = None, **changes) -> Side:
-    def run(good: list[str], bad: list[str], held: list[str], lang: str, seed: int, tmp: str) -> np.ndarray:
-        params = trainer_defaults() | {"seed": seed} | changes
-        model, _, _ = fit(model_lines(good, lang, prefix_chars), model_lines(bad, lang, prefix_chars),
-                          np.random.default_rng(seed), tmp, **params)
-        return QualityModel(model).scores_of_lines(model_lines(held, lang, prefix_chars))
+def ylink_side(name: str, prefix_chars: int | None = None, **changes) -> Side:
+    """What `ylink quality train` does (`train_split`, as train_classifier calls it after reading),
+    with `changes` to its defaults; the saved model is loaded and scored as quality_classifier does."""
+    def run(good, bad, test_good, test_bad, lang, seed, tmp) -> np.ndarray:
+        p = trainer_defaults() | {"seed": seed} | changes
+        out = f"{tmp}/ylink.bin"
+        result = train_split(
+            {POSITIVE: (good, test_good), NEGATIVE: (bad, test_bad)}, out, np.random.default_rng(seed),
+            graded=False, threshold=None, lang=lang, prefix_chars=prefix_chars, seed=seed,
+            autotune_seconds=p["autotune_seconds"],
+            defaults={k: p[k] for k in ("epoch", "lr", "wordNgrams", "minCount", "structure")},
+            fixed={k: p[k] for k in ("dim", "bucket", "balance_classes", "quantize", "cutoff", "dsub")},
+            record={}, inputs={}, counts={}, started=time.perf_counter(), storage_options=None, say=lambda _m: None)
+        CHOICES.setdefault(name, []).append(result["autotune"].get("params") or {})
+        return QualityModel.load(out).scores([e.text for e in test_good + test_bad], lang, prefix_chars)
     return run
 
 
@@ -166,16 +184,41 @@ def plain_side(prefix_chars: int | None = None) -> Side:
     def line(text: str) -> str:
         return " ".join((text[:prefix_chars] if prefix_chars else text).split())
 
-    def run(good: list[str], bad: list[str], held: list[str], lang: str, seed: int, tmp: str) -> np.ndarray:
+    def run(good, bad, test_good, test_bad, lang, seed, tmp) -> np.ndarray:
         import fasttext
 
-        rows = [f"__label__hq {line(t)}" for t in good] + [f"__label__lq {line(t)}" for t in bad]
+        rows = [f"__label__hq {line(e.text)}" for e in good] + [f"__label__lq {line(e.text)}" for e in bad]
         rows = [rows[i] for i in np.random.default_rng(seed).permutation(len(rows))]
         with open(f"{tmp}/plain.txt", "w", encoding="utf-8") as f:
             f.writelines(r + "\n" for r in rows)
         model = fasttext.train_supervised(input=f"{tmp}/plain.txt", wordNgrams=2, epoch=10, seed=seed, verbose=0)
-        labels, probs = model.predict([line(t) for t in held], k=-1)
+        labels, probs = model.predict([line(e.text) for e in test_good + test_bad], k=-1)
         return np.array([dict(zip(ls, ps)).get(POSITIVE, 0.0) for ls, ps in zip(labels, probs)])
+    return run
+
+
+def fasttext_autotune_side(seconds: int) -> Side:
+    """fastText's own autotune in place of our search: ylink's preprocessing and balancing, a
+    validation file of 20% of the training documents (grouped), `autotuneDuration` seconds,
+    fastText's default metric (F1), its default threads; then, as fastText's autotune does, the
+    model is retrained by it on the training file with the chosen parameters."""
+    def run(good, bad, test_good, test_bad, lang, seed, tmp) -> np.ndarray:
+        import fasttext
+
+        rng = np.random.default_rng(seed)
+        rows, valid = [], []
+        for label, exs in ((POSITIVE, good), (NEGATIVE, bad)):
+            groups = sorted({e.group for e in exs})
+            held = {groups[i] for i in rng.permutation(len(groups))[:max(1, round(0.2 * len(groups)))]}
+            for e, line in zip(exs, model_lines([e.text for e in exs], lang)):
+                (valid if e.group in held else rows).append(f"{label} {line}")
+        rows = [rows[i] for i in rng.permutation(len(rows))]
+        for path, lines in ((f"{tmp}/at-train.txt", rows), (f"{tmp}/at-valid.txt", valid)):
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(r + "\n" for r in lines)
+        model = fasttext.train_supervised(input=f"{tmp}/at-train.txt", autotuneValidationFile=f"{tmp}/at-valid.txt",
+                                          autotuneDuration=seconds, seed=seed, verbose=0)
+        return QualityModel(model).scores_of_lines(model_lines([e.text for e in test_good + test_bad], lang))
     return run
 
 
@@ -191,7 +234,7 @@ def compare(name: str, good: Docs, bad: Docs, lang: str, sides: dict[str, Side],
         for r, (train_good, train_bad, test_good, test_bad) in enumerate(splits(good, bad, repeats)):
             truth = np.r_[np.ones(len(test_good), bool), np.zeros(len(test_bad), bool)]
             for side, run in sides.items():
-                aucs[side].append(roc_auc(truth, run(train_good, train_bad, test_good + test_bad, lang, 1 + r, tmp)))
+                aucs[side].append(roc_auc(truth, run(train_good, train_bad, test_good, test_bad, lang, 1 + r, tmp)))
             held_bad.append(len(test_bad))
             print(f"  split {r}: " + ", ".join(f"{s} {a[-1]:.4f}" for s, a in aucs.items())
                   + f" ({len(test_good)} good / {len(test_bad)} bad held out; {time.perf_counter() - started:.0f} s)",
@@ -218,11 +261,18 @@ def compare(name: str, good: Docs, bad: Docs, lang: str, sides: dict[str, Side],
     print(f"(held-out bad lines or pieces per split: {min(held_bad)}-{max(held_bad)})")
 
 
+WEB_SETS = {"en-web": "en", "de-web": "de", "es-web": "es", "fr-web": "fr", "pl-web": "pl"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--sets", nargs="+", default=["en-web", "zh-news"],
-                    choices=["en-web", "zh-news", "zh-news-joined", "zh-news-paragraphs", "zh-hand"])
+    ap.add_argument("--sets", nargs="+", default=["en-web", "de-web", "es-web", "zh-news"],
+                    choices=[*WEB_SETS, "zh-news", "zh-news-joined", "zh-news-paragraphs", "zh-hand"])
+    ap.add_argument("--autotune-seconds", type=float, default=AUTOTUNE_SECONDS,
+                    help="the search's budget for the 'ylink quality train' side")
+    ap.add_argument("--fasttext-autotune", type=int, metavar="SECONDS", default=0,
+                    help="also fastText's own autotune in place of our search, with this duration per split")
     ap.add_argument("--ablations", action="store_true", help="also each side at the other's reading length")
     args = ap.parse_args()
     print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, Python "
@@ -231,20 +281,29 @@ def main() -> None:
     from ylink_data.quality.preprocess import PREFIX_CHARS
 
     with tempfile.TemporaryDirectory(prefix="ylink-quality-cv-data-") as tmp:
-        data = {"en-web": (en_web, "en"), "zh-news": (lambda: zh_news(Path(tmp)), "zh"), "zh-hand": (zh_hand, "zh")}
+        data = {name: (lambda lang=lang: web(lang), lang) for name, lang in WEB_SETS.items()}
+        data |= {"zh-news": (lambda: zh_news(Path(tmp)), "zh"), "zh-hand": (zh_hand, "zh")}
         for how in ("joined", "paragraphs"):
             data[f"zh-news-{how}"] = (lambda how=how: tuple(with_layout(d, how) for d in zh_news(Path(tmp))), "zh")
         for name in args.sets:
             load, lang = data[name]
             good, bad = load()
-            sides = {"ylink default": ylink_side(), "plain fastText": plain_side()}
+            CHOICES.clear()
+            sides = {"ylink quality train": ylink_side("ylink quality train", autotune_seconds=args.autotune_seconds),
+                     "ylink, --autotune-seconds 0": ylink_side("fixed", autotune_seconds=0),
+                     "plain fastText": plain_side()}
+            if args.fasttext_autotune:
+                sides[f"ylink preprocessing, fastText autotune {args.fasttext_autotune} s"] = \
+                    fasttext_autotune_side(args.fasttext_autotune)
             if args.ablations:
-                sides["ylink, not quantized"] = ylink_side(quantize=False)
-                sides["ylink, not quantized, dim 100"] = ylink_side(quantize=False, dim=100)
+                sides["ylink, fixed, not quantized"] = ylink_side("x", autotune_seconds=0, quantize=False)
+                sides["ylink, fixed, not quantized, dim 100"] = ylink_side("x", autotune_seconds=0, quantize=False, dim=100)
                 if max(len(t) for docs in (good, bad) for ts in docs.values() for t in ts) > PREFIX_CHARS[lang]:
-                    sides["ylink, whole text"] = ylink_side(0)
+                    sides["ylink, fixed, whole text"] = ylink_side("x", 0, autotune_seconds=0)
                     sides[f"plain fastText, first {PREFIX_CHARS[lang]} chars"] = plain_side(PREFIX_CHARS[lang])
             compare(name, good, bad, lang, sides, args.repeats)
+            for params in CHOICES.get("ylink quality train", []):
+                print("  chosen:", json.dumps(params, sort_keys=True))
 
 
 if __name__ == "__main__":

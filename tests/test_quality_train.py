@@ -74,8 +74,10 @@ def test_train_on_real_english_data_auc_and_reproducible(shared_data, tmp_path):
     runs = []
     for name in ("a", "b"):
         out = tmp_path / name / "model.bin"
+        # with the search (a budget of a few candidates): the same seed must still give the same bytes
         metrics = train_classifier([reuters], negative, str(out), lang="en", max_docs_per_class=1500,
-                                   chunk_chars=400, **{k: v for k, v in SMALL.items() if k != "chunk_chars"})
+                                   chunk_chars=400, autotune_seconds=8,
+                                   **{k: v for k, v in SMALL.items() if k != "chunk_chars"})
         runs.append((out.read_bytes(), metrics, json.loads((tmp_path / name / "model.metrics.json").read_text())))
     (bytes_a, m_a, file_a), (bytes_b, m_b, _) = runs
     assert file_a["heldout"] == m_a["heldout"]
@@ -83,6 +85,9 @@ def test_train_on_real_english_data_auc_and_reproducible(shared_data, tmp_path):
     for key in ("heldout", "counts", "params", "model_sha256"):
         assert m_a[key] == m_b[key]
     assert m_a["model_sha256"] == hashlib.sha256(bytes_a).hexdigest()
+    tuned = m_a["autotune"]
+    assert len(tuned["trials"]) >= 2 and tuned["trials"][0]["params"]["epoch"] == SMALL["epoch"]
+    assert tuned["params"] == {k: m_a["params"][k] for k in tuned["params"]}  # what was chosen was trained
     assert m_a["counts"]["test_positive"] > 50 and m_a["counts"]["test_negative"] >= 5
     # Floor: Reuters newswire vs raw Common Crawl text is an easy pair (measured 0.965 here).
     assert m_a["heldout"]["roc_auc"] > 0.9
@@ -94,7 +99,9 @@ def test_train_on_real_chinese_data(shared_data, tmp_path):
     good = _thucnews_jsonl(shared_data, tmp_path / "thucnews.jsonl")
     bad = [str(shared_data / "zh_chinesewebtext_quality/2021-43/cleared1.jsonl")]
     params = {**SMALL, "epoch": 20, "chunk_chars": 500}
-    m = train_classifier([good], bad, str(tmp_path / "zh.bin"), lang="zh", test_fraction=0.2, **params)
+    m = train_classifier([good], bad, str(tmp_path / "zh.bin"), lang="zh", test_fraction=0.2, autotune_seconds=0,
+                         **params)
+    assert m["autotune"]["chosen"] == "defaults" and m["params"]["epoch"] == 20
     # Floor: THUCNews vs ChineseWebText's mostly-spam CC pages, 50 held-out bad pieces: measured
     # 0.84 here with rjieba words of 150-character prefixes (0.86 with jieba words of 300 characters
     # and dim 32 before; 0.83 with 1,500-character pieces and 10 epochs: little data, so the floor
@@ -112,7 +119,8 @@ def test_cli_end_to_end(shared_data, tmp_path):
                         "--negative", str(shared_data / "cc_samples/dolma/tests/data/provided/documents/000.json.gz"),
                         str(shared_data / "cc_samples/dolma/tests/data/multiple_files/cc_en_head-0174.jsonl.gz"),
                         "--output", str(out), "--lang", "en", "--epoch", "2", "--chunk-chars", "500",
-                        "--dim", "16", "--bucket", "200000", "--max-docs-per-class", "100"],
+                        "--dim", "16", "--bucket", "200000", "--max-docs-per-class", "100",
+                        "--autotune-seconds", "0"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert out.is_file() and out.stat().st_size > 0

@@ -85,8 +85,15 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ..config import load_config
+    from ..pipeline.flow import load_flow, path_is_flow, run_flow
     from ..pipeline.runner import Runner
 
+    if path_is_flow(args.pipeline):  # steps: pipelines and a training command, run in order
+        for path in run_flow(load_flow(args.pipeline, args.overrides), fresh=args.fresh,
+                             progress=False if args.no_progress else None,
+                             say=lambda m: print(m, file=sys.stderr, flush=True)):
+            print(path)
+        return 0
     cfg = load_config(args.pipeline, args.overrides)
     with cfg.redacting_errors():
         result = Runner(cfg, fresh=args.fresh, progress=False if args.no_progress else None).run()
@@ -96,8 +103,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from ..config import load_config
+    from ..pipeline.flow import load_flow, path_is_flow
     from ..pipeline.runner import Runner
 
+    if path_is_flow(args.pipeline):
+        flow = load_flow(args.pipeline, args.overrides)
+        steps = [f"run {s.pipeline.name}" if s.pipeline is not None else f"quality_train -> {s.train.output}"
+                 for s in flow.steps]
+        print(f"ok: {args.pipeline}: a flow of {len(steps)} steps: " + "; ".join(steps))
+        return 0
     cfg = load_config(args.pipeline, args.overrides)
     with cfg.redacting_errors():
         plan = Runner(cfg).plan()

@@ -17,10 +17,11 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.fs import filesystem, is_local
-from .preprocess import model_lines
+from .preprocess import STRUCTURE_MARKS, model_lines
 
 POSITIVE = "__label__hq"
 NEGATIVE = "__label__lq"
+LABEL = "__label__"  # fastText's label prefix; a graded model's labels are `__label__<score>`
 _cache_lock = threading.Lock()
 
 
@@ -52,17 +53,39 @@ def local_copy(url: str, storage_options: dict[str, Any] | None = None) -> str:
     return str(target)
 
 
+def grade_of(label: str) -> float | None:
+    """The score a graded model's label stands for (`__label__3` -> 3.0), None for other labels."""
+    try:
+        return float(label[len(LABEL):]) if label.startswith(LABEL) else None
+    except ValueError:
+        return None
+
+
 class QualityModel:
-    """A fastText classifier with the labels `__label__hq` (good) and `__label__lq`; `scores`
-    gives the probability of `__label__hq` for each document."""
+    """A fastText quality classifier, of one of two kinds:
+    - binary, with the labels `__label__hq` (good) and `__label__lq`: `scores` gives the
+      probability of `__label__hq`, on 0-1;
+    - graded, with labels that are scores (`__label__0` ... `__label__5`, as `ylink quality train
+      --from RUN` makes from a judge's annotations): `scores` gives the expected score, the sum of
+      each score times its probability, on the scale of the labels (`scale`).
+    A model trained on the documents' shape tokens (`preprocess.structure_tokens`) has them in its
+    vocabulary (`structure`), and is fed them."""
 
     def __init__(self, model: Any, source: str = ""):
         self.model = model
         self.source = source
         labels = list(model.get_labels())
-        if POSITIVE not in labels or len(labels) != 2:
+        grades = [grade_of(label) for label in labels]
+        if len(labels) >= 2 and all(g is not None for g in grades):
+            self.grades: np.ndarray | None = np.array(grades, np.float64)
+            self.scale = (float(self.grades.min()), float(self.grades.max()))
+        elif POSITIVE in labels and len(labels) == 2:
+            self.grades, self.scale = None, (0.0, 1.0)
+        else:
             raise InputError(f"{source or 'the model'} is not a quality classifier: its labels are {labels}, "
-                             f"expected {POSITIVE} and one other")
+                             f"expected {POSITIVE} and one other, or scores (__label__0, __label__1, ...)")
+        self._grade_of = {label: g for label, g in zip(labels, grades)}
+        self.structure = any(model.get_word_id(mark) >= 0 for mark in STRUCTURE_MARKS)
 
     @classmethod
     def load(cls, url: str, storage_options: dict[str, Any] | None = None) -> "QualityModel":
@@ -76,9 +99,16 @@ class QualityModel:
         return cls(model, url)
 
     def scores_of_lines(self, lines: list[str]) -> np.ndarray:
-        """P(`__label__hq`) for preprocessed lines (`preprocess.model_lines`), one fastText call."""
+        """P(`__label__hq`), or the expected score of a graded model, for preprocessed lines
+        (`preprocess.model_lines`), one fastText call."""
         if not lines:
             return np.zeros(0, np.float32)
+        if self.grades is not None:
+            labels, probs = self.model.predict(lines, k=-1)
+            grade = self._grade_of
+            expected = np.fromiter((sum(grade[lab] * p for lab, p in zip(ls, ps)) / max(sum(ps), 1e-12)
+                                    for ls, ps in zip(labels, probs)), np.float64, len(lines))
+            return np.clip(expected, *self.scale).astype(np.float32)
         labels, probs = self.model.predict(lines, k=1)
         top = np.fromiter((p[0] for p in probs), np.float32, len(lines))
         is_hq = np.fromiter((lab[0] == POSITIVE for lab in labels), bool, len(lines))
@@ -88,6 +118,6 @@ class QualityModel:
 
     def scores(self, texts: list[str | None], langs: list[str | None] | str | None = None,
                prefix_chars: int | None = None) -> np.ndarray:
-        """P(`__label__hq`) for each text, float32. `langs`: a language code per text, one for all,
-        or None to guess Chinese or not from each text."""
-        return self.scores_of_lines(model_lines(texts, langs, prefix_chars))
+        """Each text's score (class docstring), float32. `langs`: a language code per text, one for
+        all, or None to guess Chinese or not from each text."""
+        return self.scores_of_lines(model_lines(texts, langs, prefix_chars, self.structure))

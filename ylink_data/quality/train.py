@@ -9,9 +9,17 @@ Steps, each a pure function of the inputs and the seed:
    document is cut into pieces of about that many characters at line breaks.
 2. Split per class into training and held-out documents (seeded shuffle of the documents: every
    piece of a document lands on the same side, so the held-out score is not inflated by near copies).
-3. Balance the training set (`oversample`: the smaller class is repeated up to the larger's size;
-   `downsample`: the larger is cut; `none`), shuffle it, and train with one thread and a fixed seed.
-4. Quantize (optional), save, and score the held-out split with the saved model.
+3. Choose the training parameters on the training split (`autotune_seconds` > 0, the default: a
+   grouped cross-validated search within a time budget, quality/autotune.py), or keep the fixed
+   defaults (`autotune_seconds=0`, the models trained before the search existed, byte for byte).
+4. Balance the training set (`oversample`: the smaller classes are repeated up to the largest's
+   size; `downsample`: the larger are cut; `none`), shuffle it, and train with one thread and a fixed seed.
+5. Quantize (optional), save, and score the held-out split with the saved model.
+
+`train_from_run` does the same with the annotations of a run (a `judge` op's `judge_score`, or any
+numeric column): good against bad at a threshold, or one class per score (a graded model, whose
+score is the expected annotation), and also reports agreement with the held-out annotations
+(Spearman's rank correlation, and F1 at the threshold).
 
 Reproducibility: fastText's training is deterministic with `thread=1` (two runs give byte-identical
 models, checked in tests/test_quality_train.py); with more threads it is not. With one thread,
@@ -38,17 +46,24 @@ import numpy as np
 from ..errors import InputError
 from ..io.fs import atomic_write, filesystem, write_json
 from ..io.texts import Skipped, iter_texts
-from .model import NEGATIVE, POSITIVE, QualityModel
-from .preprocess import model_line
+from . import autotune
+from .autotune import Row
+from .model import LABEL, NEGATIVE, POSITIVE, QualityModel
+from .preprocess import model_line, structure_tokens
 
 Progress = Callable[[str], None]
 MIN_MATRIX_BYTES = 64 << 20  # twice glibc's largest mmap threshold (see the module docstring)
+# The search's default budget (`--autotune-seconds`): on the labelled sets of bench_quality_cv.py
+# (a few thousand pieces) it tries every candidate in well under a minute; 100k documents of 1 KB
+# pay for about six.
+AUTOTUNE_SECONDS = 300.0
 
 
 @dataclass(frozen=True, slots=True)
 class Example:
     text: str
     group: str  # the document a piece came from: pieces of one document stay on one side of the split
+    value: float | None = None  # the annotation it carries (train_from_run)
 
 
 def read_examples(paths: list[str], *, storage_options: dict[str, Any] | None = None,
@@ -118,34 +133,54 @@ def split_groups(examples: list[Example], test_fraction: float, rng: np.random.G
     return train, test
 
 
-def balance(pos: list[str], neg: list[str], how: str, rng: np.random.Generator) -> tuple[list[str], list[str]]:
-    if how == "none" or len(pos) == len(neg) or not pos or not neg:
-        return pos, neg
-    small, large = (pos, neg) if len(pos) < len(neg) else (neg, pos)
-    if how == "downsample":
-        large = [large[i] for i in sorted(rng.choice(len(large), len(small), replace=False))]
-    else:  # oversample: whole copies, then a random part of one more
-        reps, rest = divmod(len(large), len(small))
-        small = small * reps + [small[i] for i in sorted(rng.choice(len(small), rest, replace=False))]
-    return (small, large) if len(pos) < len(neg) else (large, small)
+def balance(classes: dict[str, list[str]], how: str, rng: np.random.Generator) -> dict[str, list[str]]:
+    """`classes` evened out: `oversample` repeats each smaller class (whole copies, then a seeded
+    part of one more) up to the largest's size, `downsample` cuts each larger one to the smallest's
+    (a seeded choice), `none` leaves them; one draw per class that changes, in label order."""
+    sizes = [len(rows) for rows in classes.values() if rows]
+    if how == "none" or len(set(sizes)) <= 1:
+        return classes
+    target = max(sizes) if how == "oversample" else min(sizes)
+    out = {}
+    for label, rows in classes.items():
+        if not rows or len(rows) == target:
+            out[label] = rows
+        elif how == "downsample":
+            out[label] = [rows[i] for i in sorted(rng.choice(len(rows), target, replace=False))]
+        else:
+            reps, rest = divmod(target, len(rows))
+            out[label] = rows * reps + [rows[i] for i in sorted(rng.choice(len(rows), rest, replace=False))]
+    return out
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties given their average rank."""
+    values = np.asarray(values, np.float64)
+    order = np.argsort(values, kind="mergesort")
+    starts = np.r_[0, np.flatnonzero(np.diff(values[order])) + 1]
+    ends = np.r_[starts[1:], len(values)]
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve: the probability that a random positive scores above a random
     negative (ties count half), from the rank sum (Mann-Whitney U) with average ranks for ties."""
     labels = np.asarray(labels, bool)
-    scores = np.asarray(scores, np.float64)
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if not n_pos or not n_neg:
         return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    sorted_scores = scores[order]
-    ranks = np.empty(len(scores))
-    # average rank of each run of equal scores
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_scores)) + 1]
-    ends = np.r_[starts[1:], len(scores)]
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    ranks = _ranks(scores)
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation (Pearson's on average ranks); nan when either side is constant."""
+    ra, rb = _ranks(a), _ranks(b)
+    if len(ra) < 2 or ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def binary_metrics(labels: np.ndarray, scores: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
@@ -191,7 +226,8 @@ def fasttext_version() -> str:
 
 def train_classifier(positive: list[str], negative: list[str], output: str, *, lang: str = "auto",
                      seed: int = 1, epoch: int = 10, lr: float = 0.2, wordNgrams: int = 2, dim: int = 16,
-                     bucket: int = 1_000_000, minCount: int = 2, test_fraction: float = 0.1,
+                     bucket: int = 1_000_000, minCount: int = 2, structure: bool = False,
+                     autotune_seconds: float = AUTOTUNE_SECONDS, test_fraction: float = 0.1,
                      max_docs_per_class: int | None = None, chunk_chars: int | None = None,
                      balance_classes: Literal["oversample", "downsample", "none"] = "oversample",
                      quantize: bool = True, cutoff: int = 0, dsub: int = 16, prefix_chars: int | None = None,
@@ -202,7 +238,10 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
 
     `lang`: `en`, `zh` (jieba words, cut by rjieba) or `auto` (guessed per document). `chunk_chars`: cut documents
     into pieces of about that size (None: whole documents; the model reads only a prefix anyway, see
-    `preprocess.PREFIX_CHARS`). `quantize`: product-quantize the model (with `qnorm`), each row
+    `preprocess.PREFIX_CHARS`). `autotune_seconds`: the search's budget (module docstring, step 3);
+    0 trains with `lr`, `epoch`, `wordNgrams`, `minCount` and `structure` as given, otherwise these
+    are the search's first candidate. `structure`: the model also reads the documents' shape
+    (`preprocess.structure_tokens`). `quantize`: product-quantize the model (with `qnorm`), each row
     coded in `dim / dsub` bytes plus one for its norm: a model of a few MB instead of
     `bucket * dim * 4` bytes. `cutoff` > 0 also prunes it to the `cutoff` rows of largest norm;
     0 (the default) keeps every row: measured with `bench/bench_quality.py --sweep`, pruning lost
@@ -210,12 +249,7 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
     (a hash-map look-up per word n-gram), while dim 16 unpruned with `dsub` 16 (one code per row) is
     2.2-2.6 MB and as good as `dsub` 2 (a `dsub` above `dim` is taken as `dim`)."""
     say = progress or (lambda _msg: None)
-    if wordNgrams < 2:
-        raise ValueError("wordNgrams must be 2 or more (see ylink_data.quality.train's docstring)")
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be between 0 and 1, not {test_fraction}")
-    import fasttext
-
+    _check(wordNgrams, test_fraction)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     sides = {}
@@ -230,62 +264,230 @@ def train_classifier(positive: list[str], negative: list[str], output: str, *, l
         sides[label] = (train, test, len({e.group for e in examples}))
         say(f"read {what[2:]}: {sides[label][2]:,} documents, {len(train):,} training and "
             f"{len(test):,} held-out pieces")
+    inputs = {"positive": [public_url(p) for p in positive], "negative": [public_url(p) for p in negative]}
+    counts = {"positive_documents": sides[POSITIVE][2], "negative_documents": sides[NEGATIVE][2]}
+    return train_split({label: side[:2] for label, side in sides.items()}, output, rng, graded=False, threshold=None,
+                  lang=lang, prefix_chars=prefix_chars, seed=seed, autotune_seconds=autotune_seconds,
+                  defaults={"epoch": epoch, "lr": lr, "wordNgrams": wordNgrams, "minCount": minCount,
+                            "structure": structure},
+                  fixed={"dim": dim, "bucket": bucket, "balance_classes": balance_classes, "quantize": quantize,
+                         "cutoff": cutoff, "dsub": dsub},
+                  record={"test_fraction": test_fraction, "max_docs_per_class": max_docs_per_class,
+                          "chunk_chars": chunk_chars},
+                  inputs=inputs, counts=counts, started=started, storage_options=storage_options, say=say)
+
+
+def train_from_run(run: str, output: str, *, label_column: str = "judge_score", threshold: float | None = None,
+                   lang: str = "auto", seed: int = 1, epoch: int = 10, lr: float = 0.2, wordNgrams: int = 2,
+                   dim: int = 16, bucket: int = 1_000_000, minCount: int = 2, structure: bool = False,
+                   autotune_seconds: float = AUTOTUNE_SECONDS, test_fraction: float = 0.2,
+                   balance_classes: Literal["oversample", "downsample", "none"] = "oversample",
+                   quantize: bool = True, cutoff: int = 0, dsub: int = 16, prefix_chars: int | None = None,
+                   storage_options: dict[str, Any] | None = None,
+                   progress: Progress | None = None) -> dict[str, Any]:
+    """Train on the annotations of a finished run (`run`: its folder or URL): each kept document's
+    `text` and its `label_column` value (rows without one are left out, and counted). With
+    `threshold`, a good/bad classifier (good: value >= threshold); without, a graded one with a
+    class per score (values rounded to whole numbers, as a judge's rubric gives them), whose score is
+    the expected value. Held out: `test_fraction` of the documents of each class, on which the
+    metrics also give the agreement with the annotations (Spearman's rank correlation; F1, precision
+    and recall at the threshold; for a graded model, at the middle of its scale rounded up (3 on
+    0-5, FineWeb-Edu's cut) unless `threshold` says). Other parameters as in `train_classifier`."""
+    say = progress or (lambda _msg: None)
+    _check(wordNgrams, test_fraction)
+    started = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    examples, missing = read_annotations(run, label_column, storage_options)
+    if missing:
+        say(f"{missing:,} documents of {public_url(run)} have no {label_column} (left out)")
+    if threshold is None:
+        by_label: dict[str, list[Example]] = {}
+        for e in examples:
+            by_label.setdefault(f"{LABEL}{round(e.value):d}", []).append(e)
+        by_label = {k: by_label[k] for k in sorted(by_label, key=lambda k: float(k[len(LABEL):]))}
+    else:
+        by_label = {POSITIVE: [e for e in examples if e.value >= threshold],
+                    NEGATIVE: [e for e in examples if e.value < threshold]}
+    small = {k: len(v) for k, v in by_label.items() if len(v) < 2}
+    if len(by_label) < 2 or small:
+        raise InputError(f"{public_url(run)}: {label_column} needs at least two documents of each of two classes "
+                         f"or more to train and hold out, got {({k: len(v) for k, v in by_label.items()})}"
+                         + ("" if threshold is None else f" at --threshold {threshold:g}"))
+    split = {}
+    for label, exs in by_label.items():
+        train, test = split_groups(exs, test_fraction, rng)
+        split[label] = (train, test)
+    say(f"read {public_url(run)}: {len(examples):,} annotated documents, "
+        + ", ".join(f"{k[len(LABEL):]} {len(v):,}" for k, v in by_label.items()))
+    return train_split(split, output, rng, graded=threshold is None, threshold=threshold, lang=lang,
+                  prefix_chars=prefix_chars, seed=seed, autotune_seconds=autotune_seconds,
+                  defaults={"epoch": epoch, "lr": lr, "wordNgrams": wordNgrams, "minCount": minCount,
+                            "structure": structure},
+                  fixed={"dim": dim, "bucket": bucket, "balance_classes": balance_classes, "quantize": quantize,
+                         "cutoff": cutoff, "dsub": dsub},
+                  record={"test_fraction": test_fraction, "label_column": label_column, "threshold": threshold},
+                  inputs={"run": public_url(run)}, counts={"annotated_documents": len(examples),
+                                                            "without_annotation": missing},
+                  started=started, storage_options=storage_options, say=say)
+
+
+def read_annotations(run: str, column: str, storage_options: dict[str, Any] | None) -> tuple[list[Example], int]:
+    """(documents of the run's shards with a numeric `column`, how many had none)."""
+    import pyarrow.parquet as pq
+    import pyarrow.types as pt
+
+    from ..runs import open_run
+
+    opened = open_run(run, storage_options)
+    examples: list[Example] = []
+    missing = 0
+    for shard in opened.shard_paths:
+        with opened.fs.open(shard, "rb") as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if column not in names:
+                raise InputError(f"{public_url(run)}: its documents have no {column!r} column (they have "
+                                 f"{', '.join(n for n in names if not n.startswith('_'))}); name the annotation "
+                                 f"with --label-column, or annotate the run with a judge op first")
+            table = pf.read(columns=["id", "text", column])
+        kind = table.schema.field(column).type
+        if not (pt.is_integer(kind) or pt.is_floating(kind)):
+            raise InputError(f"{public_url(run)}: {column!r} holds {kind}, not numbers; name a numeric column "
+                             f"with --label-column")
+        ids, texts, values = (table.column(n).to_pylist() for n in ("id", "text", column))
+        for doc_id, text, value in zip(ids, texts, values):
+            if value is None or text is None or value != value:  # None, or NaN
+                missing += 1
+            else:
+                examples.append(Example(text, doc_id, float(value)))
+    if not examples:
+        raise InputError(f"{public_url(run)}: no document has a {column!r} value")
+    return examples, missing
+
+
+def _check(wordNgrams: int, test_fraction: float) -> None:
+    if wordNgrams < 2:
+        raise ValueError("wordNgrams must be 2 or more (see ylink_data.quality.train's docstring)")
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be between 0 and 1, not {test_fraction}")
+
+
+def train_split(split: dict[str, tuple[list[Example], list[Example]]], output: str, rng: np.random.Generator, *,
+           graded: bool, threshold: float | None, lang: str, prefix_chars: int | None, seed: int,
+           autotune_seconds: float, defaults: dict[str, Any], fixed: dict[str, Any], record: dict[str, Any],
+           inputs: dict[str, Any], counts: dict[str, Any], started: float,
+           storage_options: dict[str, Any] | None, say: Progress) -> dict[str, Any]:
+    """Steps 3-5 of the module docstring, for `split` = {label: (training, held-out examples)}: the
+    trainers above after reading, and what bench/bench_quality_cv.py trains with."""
+    import fasttext
+
     read_s = time.perf_counter() - started
 
-    def lines(exs: list[Example]) -> list[str]:
-        return [model_line(e.text, lang, prefix_chars) for e in exs]
+    def rows(exs: list[Example], label: str) -> list[Row]:
+        return [Row(label, model_line(e.text, lang, prefix_chars), structure_tokens(e.text), e.group, e.value)
+                for e in exs]
 
-    pos_train, neg_train = lines(sides[POSITIVE][0]), lines(sides[NEGATIVE][0])
-    params = {"lang": lang, "seed": seed, "epoch": epoch, "lr": lr, "wordNgrams": wordNgrams, "dim": dim,
-              "bucket": bucket, "minCount": minCount, "loss": "softmax", "thread": 1,
-              "test_fraction": test_fraction, "max_docs_per_class": max_docs_per_class,
-              "chunk_chars": chunk_chars, "balance": balance_classes, "quantize": quantize,
-              "cutoff": cutoff if quantize else None, "dsub": min(dsub, dim) if quantize else None,
-              "prefix_chars": prefix_chars}
-
+    train_rows = {label: rows(train, label) for label, (train, _) in split.items()}
+    test_rows = [r for label, (_, test) in split.items() for r in rows(test, label)]
+    chosen, report = dict(defaults), {"chosen": "defaults", "why": "autotune_seconds is 0"}
     with tempfile.TemporaryDirectory(prefix="ylink-quality-") as tmp:
         t0 = time.perf_counter()
-        model, pos_bal, neg_bal = fit(pos_train, neg_train, rng, tmp, seed=seed, epoch=epoch, lr=lr,
-                                      wordNgrams=wordNgrams, dim=dim, bucket=bucket, minCount=minCount,
-                                      balance_classes=balance_classes, quantize=quantize, cutoff=cutoff, dsub=dsub,
-                                      progress=say)
+        if autotune_seconds > 0:
+            train_fixed = {k: fixed[k] for k in ("dim", "bucket", "balance_classes")}
+
+            def train_candidate(by_label, trial_rng, workdir, **params):
+                os.makedirs(workdir, exist_ok=True)
+                return fit(by_label, trial_rng, workdir, seed=seed, **train_fixed, **params, quantize=False,
+                           cutoff=0, dsub=fixed["dsub"])[0]
+
+            chosen, report = autotune.search([r for rs in train_rows.values() for r in rs], defaults,
+                                             autotune_seconds, seed, tmp, train_candidate,
+                                             lambda held, model, structure: _fit_metric(held, model, structure, graded),
+                                             progress=say)
+        tune_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lines = {label: [r.text(chosen["structure"]) for r in rs] for label, rs in train_rows.items()}
+        model, balanced = fit(lines, rng, tmp, seed=seed, **{k: v for k, v in chosen.items() if k != "structure"},
+                              **fixed, progress=say)
         train_s = time.perf_counter() - t0
-        params["bucket"] = model.bucket  # as trained: raised by `trained_bucket` where it was too small
+        params = {"lang": lang, "seed": seed, **chosen, "dim": fixed["dim"],
+                  "bucket": model.bucket,  # as trained: raised by `trained_bucket` where it was too small
+                  "loss": "softmax", "thread": 1, **record, "balance": fixed["balance_classes"],
+                  "quantize": fixed["quantize"], "cutoff": fixed["cutoff"] if fixed["quantize"] else None,
+                  "dsub": min(fixed["dsub"], fixed["dim"]) if fixed["quantize"] else None,
+                  "prefix_chars": prefix_chars, "autotune_seconds": autotune_seconds}
         model_file = os.path.join(tmp, "model.bin")
         model.save_model(model_file)
         data = open(model_file, "rb").read()
         # score the held-out split with the model as saved (quantized), loaded back
         qm = QualityModel(fasttext.load_model(model_file), output)
-        test_pos, test_neg = lines(sides[POSITIVE][1]), lines(sides[NEGATIVE][1])
-        scores = qm.scores_of_lines(test_pos + test_neg)
-        truth = np.r_[np.ones(len(test_pos), bool), np.zeros(len(test_neg), bool)]
-        heldout = binary_metrics(truth, scores)
-        heldout["mean_score_positive"] = round(float(scores[:len(test_pos)].mean()), 6)
-        heldout["mean_score_negative"] = round(float(scores[len(test_pos):].mean()), 6)
-        say(f"held out: ROC AUC {heldout['roc_auc']:.4f}, precision {heldout['precision']:.3f}, "
-            f"recall {heldout['recall']:.3f}, F1 {heldout['f1']:.3f}")
+        scores = qm.scores_of_lines([r.text(chosen["structure"]) for r in test_rows])
+        heldout = _heldout_metrics(test_rows, scores, graded, threshold, qm.scale)
+        say("held out: " + ", ".join(f"{k.replace('_', ' ')} {heldout[k]:.4f}" for k in
+                                     ("roc_auc", "spearman", "f1") if k in heldout))
         _write(output, data, storage_options)
 
     result = {
         "model": public_url(output).rsplit("/", 1)[-1],  # the metrics file sits next to it
         "model_bytes": len(data),
         "model_sha256": hashlib.sha256(data).hexdigest(),
-        "labels": {"positive": POSITIVE, "negative": NEGATIVE},
+        "kind": "graded" if graded else "binary",
+        "labels": ({"classes": list(split)} if graded else {"positive": POSITIVE, "negative": NEGATIVE}),
         "heldout": heldout,
-        "counts": {
-            "positive_documents": sides[POSITIVE][2], "negative_documents": sides[NEGATIVE][2],
-            "train_positive": len(pos_train), "train_negative": len(neg_train),
-            "train_positive_balanced": pos_bal, "train_negative_balanced": neg_bal,
-            "test_positive": len(test_pos), "test_negative": len(test_neg)},
+        "autotune": report,
+        "counts": counts | {f"train_{_short(k)}": len(v) for k, v in train_rows.items()}
+        | {f"train_{_short(k)}_balanced": n for k, n in balanced.items()}
+        | {f"test_{_short(k)}": len(test) for k, (_, test) in split.items()},
         "params": params,
-        "inputs": {"positive": [public_url(p) for p in positive], "negative": [public_url(p) for p in negative]},
+        "inputs": inputs,
         "fasttext": fasttext_version(),
-        "timing": {"read_seconds": round(read_s, 3), "train_seconds": round(train_s, 3),
-                   "total_seconds": round(time.perf_counter() - started, 3)},
+        "timing": {"read_seconds": round(read_s, 3), "autotune_seconds": round(tune_s, 3),
+                   "train_seconds": round(train_s, 3), "total_seconds": round(time.perf_counter() - started, 3)},
     }
     fs, path = filesystem(metrics_path(output), storage_options)
     write_json(fs, path, result)
     return result
+
+
+def _short(label: str) -> str:
+    """`__label__hq` -> `positive`, `__label__lq` -> `negative`, `__label__3` -> `3`."""
+    return {POSITIVE: "positive", NEGATIVE: "negative"}.get(label, label[len(LABEL):])
+
+
+def _fit_metric(held: list[Row], model: Any, structure: bool, graded: bool) -> float:
+    """The search's score of a candidate on its held-out fold: ROC AUC, or Spearman's rank
+    correlation with the annotations for a graded model."""
+    scores = QualityModel(model).scores_of_lines([r.text(structure) for r in held])
+    if graded:
+        value = spearman(scores, np.array([r.value for r in held]))
+    else:
+        value = roc_auc(np.array([r.label == POSITIVE for r in held]), scores)
+    return -1.0 if value != value else value  # nan (one class in the fold): no evidence either way
+
+
+def _heldout_metrics(rows: list[Row], scores: np.ndarray, graded: bool, threshold: float | None,
+                     scale: tuple[float, float]) -> dict[str, Any]:
+    """Binary: ROC AUC, precision, recall, F1 at 0.5 and the classes' mean scores. Graded: the same
+    at the cut (the threshold, else the middle of the scale rounded up), on the expected score. With
+    annotations (train_from_run): Spearman's rank correlation with them."""
+    annotated = rows and rows[0].value is not None
+    if graded:
+        cut = threshold if threshold is not None else float(np.ceil((scale[0] + scale[1]) / 2))
+        truth = np.array([r.value >= cut for r in rows])
+        out = binary_metrics(truth, scores, cut)
+        out["mean_score"] = round(float(scores.mean()), 6)
+    else:
+        truth = np.array([r.label == POSITIVE for r in rows])
+        out = binary_metrics(truth, scores)
+        out["mean_score_positive"] = round(float(scores[truth].mean()), 6)
+        out["mean_score_negative"] = round(float(scores[~truth].mean()), 6)
+    if annotated:
+        values = np.array([r.value for r in rows])
+        out["spearman"] = round(spearman(scores, values), 6)
+        out["annotations"] = len(rows)
+        if threshold is not None and not graded:
+            out["annotation_threshold"] = threshold
+    return out
 
 
 def trained_bucket(bucket: int, dim: int) -> int:
@@ -293,22 +495,23 @@ def trained_bucket(bucket: int, dim: int) -> int:
     return max(bucket, -(-MIN_MATRIX_BYTES // (4 * dim)))
 
 
-def fit(pos_lines: list[str], neg_lines: list[str], rng: np.random.Generator, workdir: str, *, seed: int,
+def fit(classes: dict[str, list[str]], rng: np.random.Generator, workdir: str, *, seed: int,
         epoch: int, lr: float, wordNgrams: int, dim: int, bucket: int, minCount: int, balance_classes: str,
-        quantize: bool, cutoff: int, dsub: int, progress: Progress | None = None) -> tuple[Any, int, int]:
-    """A fastText classifier of preprocessed lines (`preprocess.model_lines`), trained as
-    `train_classifier` trains it (steps 3-4 of the module docstring), with its training file in
-    `workdir`; returns the model and the good and bad rows it was trained on after balancing."""
+        quantize: bool, cutoff: int, dsub: int, progress: Progress | None = None) -> tuple[Any, dict[str, int]]:
+    """A fastText classifier of preprocessed lines (`preprocess.model_lines`) by label, trained as
+    `train_classifier` trains it (steps 4-5 of the module docstring), with its training file in
+    `workdir`; returns the model and the rows of each label it was trained on after balancing."""
     import fasttext
 
-    pos_bal, neg_bal = balance(pos_lines, neg_lines, balance_classes, rng)
-    rows = [f"{POSITIVE} {x}" for x in pos_bal] + [f"{NEGATIVE} {x}" for x in neg_bal]
+    balanced = balance(classes, balance_classes, rng)
+    rows = [f"{label} {x}" for label, lines in balanced.items() for x in lines]
     rows = [rows[i] for i in rng.permutation(len(rows))]
     train_file = os.path.join(workdir, "train.txt")
     with open(train_file, "w", encoding="utf-8") as f:
         f.writelines(r + "\n" for r in rows)
     if progress:
-        progress(f"training on {len(rows):,} lines ({len(pos_bal):,} good, {len(neg_bal):,} bad), {epoch} epochs")
+        progress(f"training on {len(rows):,} lines ("
+                 + ", ".join(f"{len(v):,} {_short(k)}" for k, v in balanced.items()) + f"), {epoch} epochs")
     try:
         model = fasttext.train_supervised(input=train_file, lr=lr, epoch=epoch, wordNgrams=wordNgrams, dim=dim,
                                           bucket=trained_bucket(bucket, dim), minCount=minCount, loss="softmax",
@@ -317,11 +520,10 @@ def fit(pos_lines: list[str], neg_lines: list[str], rng: np.random.Generator, wo
         raise RuntimeError(f"fastText training failed ({exc}); try another --seed or a lower --lr") from None
     if quantize:
         model.quantize(qnorm=True, cutoff=cutoff, retrain=False, thread=1, verbose=0, dsub=min(dsub, dim))
-    return model, len(pos_bal), len(neg_bal)
+    return model, {label: len(v) for label, v in balanced.items()}
 
 
 def _write(output: str, data: bytes, storage_options: dict[str, Any] | None) -> None:
     fs, path = filesystem(output, storage_options)
     with atomic_write(fs, path) as f:
         f.write(data)
-

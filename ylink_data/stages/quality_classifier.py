@@ -6,7 +6,11 @@ model (`"*"` for the rest), or `default`: the project's English and Chinese clas
 (ylink_data/assets/models/, see their README), Chinese for `zh*` documents and English for the rest.
 Documents whose language has no model are dropped with reason `quality_classifier:no_model`.
 
-The score (probability of good quality) goes to `score_column`. Then at most one of:
+The score goes to `score_column`: the probability of good quality (0-1) for a good/bad model, the
+expected score for a graded one (`ylink quality train --from RUN` without `--threshold`: e.g. 0-5
+on the educational rubric of the judge op, FineWeb-Edu's scale), so that `min_score: 3` or tiers
+`{high: 3.5, mid: 2.5}` read as the rubric does; thresholds outside a model's scale are refused
+when the models load. Then at most one of:
 - `min_score`: drop below it (reason `quality_classifier:low_score`);
 - `top_fraction`: keep the best fraction of the whole run (a global step: scores are binned into
   65,536 bins, and the cut is the lowest bin edge that keeps at least the fraction, so it keeps at
@@ -25,18 +29,19 @@ from typing import Annotated, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveInt
 
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
 from ..transform.units import unit_language
 from . import register
-from .base import BatchResult, Fraction, GlobalOp, MapOp
+from ..errors import InputError
+from .base import BatchResult, GlobalOp, MapOp
 
 DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
 _BINS = 1 << 16
 _TIER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
-Score = Fraction  # a model's probability
+Score = NonNegativeFloat  # a model's probability (0-1), or a graded model's expected score
 
 
 @register
@@ -80,6 +85,14 @@ class QualityClassifier(MapOp, GlobalOp):
         from ..quality.model import QualityModel
 
         self._models = {lang: QualityModel.load(url, self.storage_options(url)) for lang, url in self.model_urls().items()}
+        thresholds = [("min_score", self.min_score)] if self.min_score is not None else []
+        thresholds += [(f"tiers.{name}", t) for name, t in self.tiers]
+        for (lang, url), model in zip(self.model_urls().items(), self._models.values()):
+            low, high = model.scale
+            for key, value in thresholds:
+                if not low <= value <= high:
+                    raise InputError(f"{self.name}.{key}: {value:g} is outside the scores of the model {url!r} "
+                                     f"({low:g}-{high:g}{', a graded model' if model.grades is not None else ''})")
 
     def _model_key(self, lang: str | None) -> str | None:
         for key in (lang, unit_language(lang) if lang else None, "*"):
@@ -122,16 +135,25 @@ class QualityClassifier(MapOp, GlobalOp):
 
     def keys(self, table: pa.Table) -> dict[str, pa.Array]:
         scores, scored = self.scores(table)
-        return {"score": pa.array(scores, pa.float32(), mask=~scored)}
+        # the cut is one for the run: scores of models with other scales are put on 0-1 to be ranked
+        unit = np.full(len(scores), np.nan, np.float32)
+        langs = table.column("lang").to_pylist() if "lang" in table.column_names else [None] * len(scores)
+        for i, lang in enumerate(langs):
+            key = self._model_key(lang)
+            if key is not None:
+                low, high = self._models[key].scale
+                unit[i] = (scores[i] - low) / (high - low)
+        return {"score": pa.array(scores, pa.float32(), mask=~scored),
+                "unit": pa.array(np.clip(unit, 0, 1), pa.float32(), mask=~scored)}
 
     def resolve(self, ctx: GlobalContext) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
-        key = ctx.key_column("score")
-        counts = ctx.run_tasks(_histogram, [(ctx.layout, ctx.parts[t], key) for t in tasks],
+        key, unit = ctx.key_column("score"), ctx.key_column("unit")
+        counts = ctx.run_tasks(_histogram, [(ctx.layout, ctx.parts[t], unit) for t in tasks],
                                "quality_classifier: score histogram")
         total = np.sum(counts, axis=0) if counts else np.zeros(_BINS, np.int64)
         cut = top_fraction_cut(total, self.top_fraction)
-        args = [(ctx.layout, t, ctx.parts[t], key, cut, self.score_column, self.name) for t in tasks]
+        args = [(ctx.layout, t, ctx.parts[t], key, unit, cut, self.score_column, self.name) for t in tasks]
         for t, table in zip(tasks, ctx.run_tasks(_decide, args, "quality_classifier: keep the top fraction")):
             ctx.write_decisions(f"quality_classifier-{t:05d}", table)
 
@@ -154,11 +176,11 @@ def _histogram(layout: RunLayout, paths: list[str], key: str) -> np.ndarray:
     return np.bincount(_bin(valid), minlength=_BINS)
 
 
-def _decide(layout: RunLayout, task: int, paths: list[str], key: str, cut: int, score_column: str,
+def _decide(layout: RunLayout, task: int, paths: list[str], key: str, unit: str, cut: int, score_column: str,
             name: str) -> pa.Table:
-    table = read_key_columns(layout, paths, [key])
+    table = read_key_columns(layout, paths, [key, unit])
     scores = table.column(key)
-    values = scores.fill_null(np.nan).to_numpy(zero_copy_only=False)
+    values = table.column(unit).fill_null(np.nan).to_numpy(zero_copy_only=False)
     below = np.where(np.isnan(values), False, _bin(np.nan_to_num(values)) < cut)
     reasons = np.where(below, f"{name}:below_top_fraction", None)
     no_model = np.asarray(pc.is_null(scores))

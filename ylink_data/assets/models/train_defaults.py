@@ -50,7 +50,7 @@ SEED = 20261129
 # cross-source AUC against docs/s per core; see README.md here and bench/RESULTS.md). dim 16: dim 32
 # scored no better and predicts slower; quantized with one code per row (dsub 16) and no pruning
 # (cutoff 0): pruning to 100,000 rows lost held-out AUC and made predicting slower.
-PARAMS = dict(seed=SEED, epoch=10, lr=0.2, wordNgrams=2, dim=16, bucket=1_000_000, minCount=2,
+PARAMS = dict(seed=SEED, epoch=10, lr=0.2, wordNgrams=2, dim=16, bucket=1_000_000, minCount=2, autotune_seconds=0,
               test_fraction=0.1, chunk_chars=1500, balance_classes="oversample", quantize=True, cutoff=0, dsub=16)
 
 
