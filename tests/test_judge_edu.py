@@ -211,3 +211,17 @@ def test_ylink_validate_passes_a_pipeline_with_the_edu_rubric(tmp_path):
                           text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 2 and "stages[0].judge.min_score: 6 is outside the scale, 0-5" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_judge_reads_the_first_max_chars_of_a_document(ray_session, shared_data, tmp_path):
+    """`max_chars` bounds what a document costs: the judge sees its first characters only."""
+    docs = [t for t in reuters(shared_data, 200) if edu_score(t[:300]) != edu_score(t)][:5]
+    assert docs, "some articles hold educational terms after their first 300 characters"
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs), encoding="utf-8")
+    with LLMServer() as server:
+        run({"input": {"paths": [str(data)], "format": "jsonl"}, "output": {"path": str(tmp_path / "out")},
+             "llm": {"base_url": server.base_url, "model": "ylink-test", "backoff_s": 0.01},
+             "stages": [{"judge": {"rubric": "edu", "max_chars": 300}}]}, progress=False)
+        assert all(len(r.prompt) < 300 + 3000 for r in server.log)  # the rubric and 300 characters
+    assert sorted(r["judge_score"] for r in _rows(tmp_path / "out" / "data")) == sorted(edu_score(t[:300]) for t in docs)

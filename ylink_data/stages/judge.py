@@ -48,10 +48,10 @@ import json
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import pyarrow as pa
-from pydantic import NonNegativeFloat
+from pydantic import Field, NonNegativeFloat
 
 from ..errors import YlinkError
 from ..llm.config import LLMOverride
@@ -160,7 +160,10 @@ class Judge(LLMOp):
     placeholder fails before any request is paid for. `scale` [low, high], numbers >= 0: the scale
     your prompt asks for (default: the rubric's); a score outside it quarantines the row, since the
     judge then did not follow its rubric. `min_score` (unset: nothing dropped) is on that scale in
-    pointwise mode, in wins in pairwise mode. `text_column`: the documents (`rubric: edu`);
+    pointwise mode, in wins in pairwise mode. `text_column`: the documents (`rubric: edu`), of which
+    the judge reads the first `max_chars` characters (default 6,000, about 1,500-2,000 tokens of
+    English and 4,000-6,000 of Chinese: enough to judge a page's educational value, and a bound on
+    what a 100 KB document costs and on the server's context window; null: whole documents);
     `instruction_column`, `response_column`: the responses (as `respond` writes them);
     `group_column`: the responses compared pairwise. `json_mode` asks the server for JSON
     (`response_format: json_object`); off by default, since the `Score: N` line is read as well and
@@ -172,10 +175,11 @@ class Judge(LLMOp):
                  rubric: Literal["response", "edu"] | None = None, prompt: str | None = None,
                  scale: tuple[NonNegativeFloat, NonNegativeFloat] | None = None,
                  min_score: NonNegativeFloat | None = None, text_column: str = "text",
+                 max_chars: Annotated[int, Field(gt=0)] | None = 6000,
                  instruction_column: str = "instruction", response_column: str = "response",
                  group_column: str = "instruction_id", json_mode: bool = False, llm: LLMOverride | None = None):
         self.mode, self.prompt, self.min_score, self.json_mode = mode, prompt, min_score, json_mode
-        self.text_column = text_column
+        self.text_column, self.max_chars = text_column, max_chars
         self.instruction_column, self.response_column = instruction_column, response_column
         # Pairwise compares the responses of one instruction: the runner keeps each group in one batch.
         self.group_column = group_column if mode == "pairwise" else None
@@ -229,7 +233,7 @@ class Judge(LLMOp):
             texts = self._column(table, self.text_column, "text")
             langs = prompt_languages(texts, lang_column)
             scores, reasons, errors, counts = self._pointwise(
-                [self.templates[lang].replace("{text}", text or "") for text, lang in zip(texts, langs)])
+                [self.templates[lang].replace("{text}", (text or "")[:self.max_chars]) for text, lang in zip(texts, langs)])
         else:
             instructions = self._column(table, self.instruction_column, "instruction")
             responses = self._column(table, self.response_column, "response")
