@@ -19,12 +19,13 @@ A model may also read the document's shape (`structure=True`, chosen per data se
 train`'s search, quality/autotune.py): a few tokens of its own, measured on the whole text, before
 the words: its length (`_len<k>`, half-octave steps of characters), number of non-empty lines
 (`_lines<k>`, octaves), mean line length (`_avg<k>`, octaves), the share of lines that end in a
-sentence's closing mark (`_punct<0-4>`, quarters) and whether the last one does (`_endp` / `_endx`).
-These are what Gopher's, C4's and FineWeb's line rules look at, and what the prefix cannot show: on
-human line-level labels of German web text they took held-out ROC AUC from 0.850 to 0.855, and on
-Chinese news against spam pages (stored with other layouts) from 0.917 to 0.985 (bench/RESULTS.md,
-"Quality trainer: per data set"). They cost about 5 us a 1 KB document. Real text never yields
-such a token: `_` is split off English words as punctuation, and jieba cuts it from Chinese ones.
+sentence's closing mark (`_punct<0-4>`, quarters) and whether the last one does (`_endp` / `_endx`),
+and, over the prefix the model reads, the shares of digits (`_dig<0-5>`) and of capital letters
+(`_up<0-5>`, before lowercasing), in 5% steps. These are what Gopher's, C4's and FineWeb's rules
+look at, and what lowercased words of a prefix cannot show; their value per data set is measured in
+bench/RESULTS.md ("Quality trainer: per data set"), and they cost about 10 us a 1 KB document. Real
+text never yields such a token: `_` is split off English words as punctuation, and jieba cuts it
+from Chinese ones.
 A model trained with them has them in its vocabulary, which is how `QualityModel` knows to add them.
 """
 from __future__ import annotations
@@ -55,18 +56,26 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 # Marks that close a sentence (or a quote that closes one), in the scripts the rules know.
 _CLOSING = frozenset('.!?。！？…"”»\'」』:;')
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+_CAPITALS = re.compile(r"[A-ZÀ-ÖØ-ÞΑ-ΩА-Я]")  # Latin, Greek and Cyrillic capitals
 # Tokens every structure line holds one of: their presence in a model's vocabulary marks the model.
 STRUCTURE_MARKS = ("_endp", "_endx")
 
 
-def structure_tokens(text: str) -> str:
-    """The document-shape tokens of `text` (module docstring), measured on the whole text."""
+def structure_tokens(text: str, head_chars: int = 500) -> str:
+    """The document-shape tokens of `text` (module docstring): its lines measured on the whole text,
+    digits and capitals on the first `head_chars` characters (the part the model reads)."""
     lines = [line for line in (raw.rstrip() for raw in text.split("\n")) if line.strip()]
     n_lines = max(1, len(lines))
     closed = sum(1 for line in lines if line[-1] in _CLOSING)
     size = len(text)
+    head = text[:head_chars] if head_chars > 0 else text
+    n_head = max(1, len(head))
+    digits = len(head) - len(head.translate(_NO_DIGITS))
+    capitals = len(_CAPITALS.findall(head))
     return (f"_len{round(2 * math.log2(size + 1))} _lines{int(math.log2(n_lines))} "
             f"_avg{int(math.log2(size / n_lines + 1))} _punct{round(4 * closed / n_lines)} "
+            f"_dig{min(5, round(20 * digits / n_head))} _up{min(5, round(20 * capitals / n_head))} "
             f"{STRUCTURE_MARKS[0] if lines and lines[-1][-1] in _CLOSING else STRUCTURE_MARKS[1]}")
 
 
@@ -110,8 +119,9 @@ def model_line(text: str | None, lang: str | None = None, prefix_chars: int | No
     if not text:
         return ""
     family = text_family(text, lang)
-    line = _LINE[family](text, PREFIX_CHARS[family] if prefix_chars is None else prefix_chars)
-    return f"{structure_tokens(text)} {line}" if structure else line
+    n = PREFIX_CHARS[family] if prefix_chars is None else prefix_chars
+    line = _LINE[family](text, n)
+    return f"{structure_tokens(text, n)} {line}" if structure else line
 
 
 def _spaced(m: re.Match) -> str:
@@ -121,6 +131,11 @@ def _spaced(m: re.Match) -> str:
 def model_lines(texts: list[str | None], langs: list[str | None] | str | None = None,
                 prefix_chars: int | None = None, structure: bool = False) -> list[str]:
     """`model_line` for each text; `langs` is one code per text, one code for all, or None."""
+    if structure:
+        codes = langs if isinstance(langs, list) else [langs] * len(texts)
+        if len(codes) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(codes)} language codes")
+        return [model_line(t, lang, prefix_chars, True) for t, lang in zip(texts, codes)]
     if isinstance(langs, str) and langs not in ("", "auto"):
         family = unit_language(langs)  # one language for the batch: resolved once
         line = _LINE[family]
@@ -132,6 +147,4 @@ def model_lines(texts: list[str | None], langs: list[str | None] | str | None = 
         raise ValueError(f"{len(texts)} texts but {len(langs)} language codes")
     else:
         lines = [model_line(t, lang, prefix_chars) for t, lang in zip(texts, langs)]
-    if structure:
-        return [f"{structure_tokens(t)} {line}" if t else "" for t, line in zip(texts, lines)]
     return lines
