@@ -121,7 +121,8 @@ def test_a_graded_model_predicts_the_expected_score(corpus, tmp_path, ray_sessio
                             test_fraction=0.2)
     assert result["kind"] == "graded"
     assert result["labels"]["classes"] == [f"__label__{k}" for k in range(6)]
-    assert result["heldout"]["spearman"] > 0.4  # 0.12 with the fixed defaults: six classes need the search
+    # ~100 held-out annotations, chance 0 (sd ~0.1); 0.12 with the fixed defaults: six classes need the search
+    assert result["heldout"]["spearman"] > 0.3
     model = QualityModel.load(str(tmp_path / "graded.bin"))
     assert model.grades is not None and model.scale == (0.0, 5.0)
     texts = [r["text"] for r in _rows(corpus)][:400]

@@ -139,5 +139,5 @@ def test_a_chinese_variety_in_languages_is_a_config_error(variety):
         validate_stages([{"langid": {"languages": ["en", variety]}}])
     message = str(caught.value)
     assert len(message.splitlines()) == 1
-    assert message.startswith("stages[0].langid: languages:") and repr(variety) in message and "use zh" in message
+    assert message.startswith("stages[0].langid.languages:") and repr(variety) in message and "use zh" in message
     validate_stages([{"langid": {"languages": ["en", "zh"]}}])  # what the message says to write

@@ -99,7 +99,11 @@ def presets_and_pipelines() -> list[Path]:
 @pytest.mark.parametrize("path", presets_and_pipelines(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_preset_and_pipeline_still_validates(path):
     raw = yaml.safe_load(path.read_text())
-    if "input" in raw:
+    if "steps" in raw:  # a flow: every step's pipeline or command
+        from ylink_data.pipeline.flow import load_flow
+
+        load_flow(str(path))
+    elif "input" in raw:
         load_config(path)
     elif "stages" in raw:  # a stage preset, where a pipeline's stage list includes it
         load_config({**pipeline({}), "stages": [{"include": str(path)}]})

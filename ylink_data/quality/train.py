@@ -403,7 +403,7 @@ def train_split(split: dict[str, tuple[list[Example], list[Example]]], output: s
             chosen, report = autotune.search([r for rs in train_rows.values() for r in rs], defaults,
                                              autotune_seconds, seed, tmp, train_candidate,
                                              lambda held, model, structure: _fit_metric(held, model, structure, graded),
-                                             progress=say)
+                                             progress=say, graded=graded)
         tune_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         lines = {label: [r.text(chosen["structure"]) for r in rs] for label, rs in train_rows.items()}
