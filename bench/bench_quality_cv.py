@@ -216,8 +216,16 @@ def fasttext_autotune_side(seconds: int) -> Side:
         for path, lines in ((f"{tmp}/at-train.txt", rows), (f"{tmp}/at-valid.txt", valid)):
             with open(path, "w", encoding="utf-8") as f:
                 f.writelines(r + "\n" for r in lines)
-        model = fasttext.train_supervised(input=f"{tmp}/at-train.txt", autotuneValidationFile=f"{tmp}/at-valid.txt",
-                                          autotuneDuration=seconds, seed=seed, verbose=0)
+        for attempt in range(3):  # its trials can end in "Encountered NaN" (seen here): another seed
+            try:
+                model = fasttext.train_supervised(input=f"{tmp}/at-train.txt",
+                                                  autotuneValidationFile=f"{tmp}/at-valid.txt",
+                                                  autotuneDuration=seconds, seed=seed + 1000 * attempt, verbose=0)
+                break
+            except RuntimeError as exc:
+                print(f"  fastText autotune failed ({exc}); again with another seed", flush=True)
+        else:
+            return np.full(len(test_good) + len(test_bad), 0.5)
         return QualityModel(model).scores_of_lines(model_lines([e.text for e in test_good + test_bad], lang))
     return run
 

@@ -56,7 +56,7 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 # Marks that close a sentence (or a quote that closes one), in the scripts the rules know.
 _CLOSING = frozenset('.!?。！？…"”»\'」』:;')
-_NO_DIGITS = str.maketrans("", "", "0123456789")
+_DIGITS = re.compile(r"[0-9]")  # a regex: str.translate takes a slow path on non-ASCII text (9 us on 150 Han)
 _CAPITALS = re.compile(r"[A-ZÀ-ÖØ-ÞΑ-ΩА-Я]")  # Latin, Greek and Cyrillic capitals
 # Tokens every structure line holds one of: their presence in a model's vocabulary marks the model.
 STRUCTURE_MARKS = ("_endp", "_endx")
@@ -71,7 +71,7 @@ def structure_tokens(text: str, head_chars: int = 500) -> str:
     size = len(text)
     head = text[:head_chars] if head_chars > 0 else text
     n_head = max(1, len(head))
-    digits = len(head) - len(head.translate(_NO_DIGITS))
+    digits = len(_DIGITS.findall(head))
     capitals = len(_CAPITALS.findall(head))
     return (f"_len{round(2 * math.log2(size + 1))} _lines{int(math.log2(n_lines))} "
             f"_avg{int(math.log2(size / n_lines + 1))} _punct{round(4 * closed / n_lines)} "
