@@ -138,11 +138,11 @@ class QualityClassifier(MapOp, GlobalOp):
         # the cut is one for the run: scores of models with other scales are put on 0-1 to be ranked
         unit = np.full(len(scores), np.nan, np.float32)
         langs = table.column("lang").to_pylist() if "lang" in table.column_names else [None] * len(scores)
-        for i, lang in enumerate(langs):
-            key = self._model_key(lang)
-            if key is not None:
-                low, high = self._models[key].scale
-                unit[i] = (scores[i] - low) / (high - low)
+        keys = np.array([self._model_key(lang) for lang in langs], object)
+        for key in set(keys.tolist()) - {None}:  # one scale per model, applied to its documents at once
+            low, high = self._models[key].scale
+            rows = keys == key
+            unit[rows] = (scores[rows] - low) / (high - low)
         return {"score": pa.array(scores, pa.float32(), mask=~scored),
                 "unit": pa.array(np.clip(unit, 0, 1), pa.float32(), mask=~scored)}
 
