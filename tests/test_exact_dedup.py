@@ -73,7 +73,10 @@ def test_dedup_across_files_and_tasks_equals_brute_force_with_and_without_spilli
         assert check_invariant(stats) is None
         log = capfd.readouterr().err
         assert re.search(r"read → exact_dedup keys: ([2-9]|\d\d)/", log)         # several map tasks
-        assert ("exact_dedup: partition keys" in log) == (label == "spilled")   # the path taken
+        found = re.search(r"exact_dedup: find repeats: (\d+)/", log)
+        assert found and int(found.group(1)) >= 2, log                          # every CPU has work
+        if label == "spilled":                                                  # more partitions than CPUs
+            assert int(found.group(1)) > 2 * int(ray_session.cluster_resources()["CPU"]), log
         run = ylink_data.open_run(out)
         kept = run.to_arrow().column("url").to_pylist()
         assert sorted(kept) == sorted(expected), label

@@ -7,6 +7,7 @@ document in its task's parts. The next phase's tasks read only their own rows fr
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -28,11 +29,19 @@ class GlobalContext:
     parts: dict[int, list[str]]  # task -> its part files, in order
     rows: dict[int, int]  # task -> number of documents in its parts
     run_tasks: Callable[[Callable, Sequence[tuple], str], list[Any]]  # (fn, args per task, label)
+    cpus: int = 1  # what run_tasks runs on at once: cut the work into at least this many partitions
     decisions: list[str] = field(default_factory=list)
 
     @property
     def total_rows(self) -> int:
         return sum(self.rows.values())
+
+    def partitions(self, items: int, per_partition: int) -> int:
+        """How many partitions to cut `items` into: enough that none holds more than `per_partition`
+        (what bounds a task's memory), and at least two per CPU, so that every CPU has work
+        whatever the corpus size and one slow partition does not leave the others idle. The ops'
+        results do not depend on it (tests/test_global_partitions.py)."""
+        return max(1, math.ceil(items / per_partition), 2 * self.cpus)
 
     def key_column(self, name: str) -> str:
         """The internal column where this op's `keys()` value `name` was stored."""
@@ -41,9 +50,14 @@ class GlobalContext:
     def work_path(self, *parts: str) -> str:
         return join(self.layout.resolve_dir(self.phase), *parts)
 
+    def decision_path(self, name: str) -> str:
+        """Where decision file `name` goes: a task that writes it itself (`write_decision_file`)
+        keeps the decisions out of the driver; the driver then adds the path to `decisions`."""
+        return self.work_path("decisions", f"{name}.parquet")
+
     def write_decisions(self, name: str, table: pa.Table) -> str:
         """Publish one decision file (sorted by task and row so tasks read only their slice)."""
-        path = self.work_path("decisions", f"{name}.parquet")
+        path = self.decision_path(name)
         write_decision_file(self.layout, path, table)
         self.decisions.append(path)
         return path

@@ -353,7 +353,11 @@ class Runner:
             layout=self.layout, phase=phase.index, ref=phase.outgoing,
             parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
             rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
-            run_tasks=self._run_helper_tasks)
+            run_tasks=self._run_helper_tasks, cpus=self.scheduler.cpus())
+        # What an interrupted attempt spilled is not reused: a rerun may cut other partitions
+        # (other CPUs), and a file it does not overwrite would be read as its own.
+        if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
+            self.layout.fs.rm(self.layout.resolve_dir(phase.index), recursive=True)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self.scheduler.counter.completed_one()

@@ -108,6 +108,11 @@ class Scheduler:
             self._ray_ready = True
         return where
 
+    def cpus(self) -> int:
+        """The CPUs a batch of many tasks runs on: the worker processes, or the Ray cluster's CPUs
+        (the partitions of a global phase are cut so that each has work)."""
+        return cluster_cpus() if self.where(1 << 20) == "ray" else local_cpus(self.cfg)
+
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT) -> None:
         """`fn(*args)` for each args (where `where`, else `self.where`); `on_done(i, result)` as each

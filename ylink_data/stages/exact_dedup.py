@@ -1,24 +1,25 @@
 """exact_dedup: remove documents whose (normalised) text already appeared anywhere in the corpus.
 
-Keys are 128-bit hashes computed where the documents are. Resolution is a hash-partitioned shuffle
-on Ray: each task spills its keys into partition files, each partition is sorted and its repeats
-marked, so memory is bounded by the partition size (`rows_per_partition`), not the corpus. The
-first copy in input order (task, then row) is kept, which makes the choice deterministic.
+Keys are 128-bit hashes computed where the documents are. Resolution is a hash-partitioned shuffle:
+each task spills its keys into partition files, each partition is sorted and its repeats marked, so
+memory is bounded by the partition size (`rows_per_partition`), not the corpus, and there are at
+least two partitions per CPU, so every CPU has work. The first copy in input order (task, then row)
+is kept, which makes the choice deterministic and independent of the partitioning.
 """
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import unicodedata
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import PositiveInt
 
 from ..io.parquet import ParquetFileWriter
-from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
+from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
 from . import register
 from .base import GlobalOp
 
@@ -55,62 +56,56 @@ class ExactDedup(GlobalOp):
 
     def resolve(self, ctx: GlobalContext) -> None:
         key = ctx.key_column("hash")
-        partitions = max(1, math.ceil(ctx.total_rows / self.rows_per_partition))
+        partitions = ctx.partitions(ctx.total_rows, self.rows_per_partition)
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
-        if partitions == 1:
-            inputs = [[(t, ctx.parts[t]) for t in tasks]]
-        else:
-            spill = [(ctx.layout, t, ctx.parts[t], key, partitions, ctx.work_path("shuffle")) for t in tasks]
-            written = ctx.run_tasks(_partition_keys, spill, "exact_dedup: partition keys")
-            inputs = [[(t, [paths[p]]) for t, paths in written if paths[p]] for p in range(partitions)]
-        args = [(ctx.layout, part_inputs, key, partitions > 1) for part_inputs in inputs]
-        results = ctx.run_tasks(_find_repeats, args, "exact_dedup: find repeats")
-        for p, table in enumerate(results):
-            ctx.write_decisions(f"exact_dedup-{p:05d}", table)
+        spill = [(ctx.layout, t, ctx.parts[t], key, partitions, ctx.work_path("shuffle")) for t in tasks]
+        written = ctx.run_tasks(_partition_keys, spill, "exact_dedup: partition keys")
+        inputs = [[path for _, paths in written if (path := paths[p])] for p in range(partitions)]
+        args = [(ctx.layout, paths, ctx.decision_path(f"exact_dedup-{p:05d}")) for p, paths in enumerate(inputs)]
+        written = ctx.run_tasks(_find_repeats, args, "exact_dedup: find repeats")
+        ctx.decisions += [path for path in written if path]
 
 
 def _partition_keys(layout: RunLayout, task: int, paths: list[str], key: str, partitions: int,
                     spill_dir: str) -> tuple[int, list[str | None]]:
     table = read_key_columns(layout, paths, [key])
-    table = table.append_column("task", pa.array([task] * table.num_rows, pa.int32()))
+    table = table.append_column("task", pa.array(np.full(table.num_rows, task, np.int32)))
     # The first 8 bytes of a blake2b digest are uniform: take them mod P for the partition.
-    prefix = pc.binary_slice(table.column(key), 0, 8).cast(pa.binary(8))
-    part_of = [int.from_bytes(b, "little") % partitions for b in prefix.to_pylist()]
-    part_col = pa.array(part_of, pa.int32())
+    digests = table.column(key).combine_chunks()
+    prefix = np.frombuffer(digests.buffers()[1], np.uint64)[digests.offset * 2::2][:len(digests)]
+    part = (prefix % np.uint64(partitions)).astype(np.int64)
+    order = np.argsort(part, kind="stable")  # rows stay in order within a partition
+    table, part = table.take(pa.array(order)), part[order]
+    bounds = np.searchsorted(part, np.arange(partitions + 1))
     paths_out: list[str | None] = []
     for p in range(partitions):
-        rows = table.filter(pc.equal(part_col, p))
-        if rows.num_rows == 0:
+        if bounds[p + 1] == bounds[p]:
             paths_out.append(None)
             continue
         path = f"{spill_dir}/task-{task:05d}-p{p:05d}.parquet"
         writer = ParquetFileWriter(layout.fs, path, "lz4")
-        writer.write(rows.rename_columns(["hash", "row", "task"]))
+        writer.write(table.slice(bounds[p], bounds[p + 1] - bounds[p]).rename_columns(["hash", "row", "task"]))
         writer.close()
         paths_out.append(path)
     return task, paths_out
 
 
-def _find_repeats(layout: RunLayout, inputs: list[tuple[int, list[str]]], key: str, spilled: bool) -> pa.Table:
+def _find_repeats(layout: RunLayout, paths: list[str], out: str) -> str | None:
+    """The repeats among one partition's keys (every task's file of it), written to `out` (None:
+    there are none). The first copy in input order (task, then row) is the one kept."""
     tables = []
-    for task, paths in inputs:
-        if spilled:
-            for path in paths:
-                with layout.fs.open(path, "rb") as f:
-                    tables.append(pq.read_table(f))
-        else:
-            t = read_key_columns(layout, paths, [key]).rename_columns(["hash", "row"])
-            tables.append(t.append_column("task", pa.array([task] * t.num_rows, pa.int32())))
-    empty = pa.table({"task": pa.array([], pa.int32()), "row": pa.array([], pa.int64()),
-                      "reason": pa.array([], pa.string())})
-    if not tables:
-        return empty
+    for path in paths:
+        with layout.fs.open(path, "rb") as f:
+            tables.append(pq.read_table(f))
+    if sum(t.num_rows for t in tables) < 2:
+        return None
     table = pa.concat_tables(tables).sort_by([("hash", "ascending"), ("task", "ascending"), ("row", "ascending")])
     hashes = table.column("hash")
-    if table.num_rows < 2:
-        return empty
     repeat = pc.equal(hashes.slice(1), hashes.slice(0, table.num_rows - 1))
-    mask = pa.concat_arrays([pa.array([False]), repeat.combine_chunks()])
-    dups = table.filter(mask)
-    return pa.table({"task": dups.column("task").cast(pa.int32()), "row": dups.column("row").cast(pa.int64()),
-                     "reason": pa.array(["exact_dedup"] * dups.num_rows, pa.string())})
+    dups = table.slice(1).filter(repeat)
+    if dups.num_rows == 0:
+        return None
+    write_decision_file(layout, out, pa.table({
+        "task": dups.column("task").cast(pa.int32()), "row": dups.column("row").cast(pa.int64()),
+        "reason": pa.array(["exact_dedup"] * dups.num_rows, pa.string())}))
+    return out

@@ -28,7 +28,6 @@ Memory is bounded by `rows_per_partition` bucket keys (or edges) per task, not b
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -43,14 +42,11 @@ from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys
 from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures
 from ..errors import InputError
 from ..io.fs import filesystem, read_json, write_json
-from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
+from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
 from ..transform.units import unit_languages
 from . import register
 from .base import Fraction, GlobalOp
 
-# Its empty table is made when needed: making any table imports pandas (0.1 s), which importing this
-# module (every command validating a config does) need not.
-_DECISIONS = pa.schema([("task", pa.int32()), ("row", pa.int64()), ("reason", pa.string())])
 
 
 @register
@@ -120,7 +116,7 @@ class MinHashDedup(GlobalOp):
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
         index = SavedIndex.open(self.index, self.storage_options(self.index), self.index_meta()) if self.index else None
         indexed = index.documents if index else 0
-        partitions = max(1, math.ceil((ctx.total_rows + indexed) * self.bands / self.rows_per_partition))
+        partitions = ctx.partitions((ctx.total_rows + indexed) * self.bands, self.rows_per_partition)
         work = ctx.work_path("minhash")
         cols = [ctx.key_column("bands"), ctx.key_column("length"), "id"]
         if self.keep == "highest_score":
@@ -139,19 +135,16 @@ class MinHashDedup(GlobalOp):
         if self.verify and sum(edges):
             edges = self._verify(ctx, work, tasks, offsets, partitions)
             start = "edges-verified"
-        tables = []
         if sum(edges):
             components.connected_components(ctx.layout.fs, work, partitions, ctx.run_tasks, start=start)
             ctx.run_tasks(_attach_attributes, [(ctx.layout, work, p, partitions) for p in range(partitions)],
                           "minhash_dedup: cluster members")
-            args = [(ctx.layout, work, q, tasks, offsets, self.keep, self.cluster_columns)
-                    for q in range(partitions)]
-            tables = ctx.run_tasks(_choose_kept, args, "minhash_dedup: keep one per cluster")
-            for q, table in enumerate(tables):
-                if table.num_rows:
-                    ctx.write_decisions(f"minhash_dedup-{q:05d}", table)
+            args = [(ctx.layout, work, q, tasks, offsets, self.keep, self.cluster_columns,
+                     ctx.decision_path(f"minhash_dedup-{q:05d}")) for q in range(partitions)]
+            written = ctx.run_tasks(_choose_kept, args, "minhash_dedup: keep one per cluster")
+            ctx.decisions += [path for path in written if path]
         if self.save_index:
-            self._save_index(ctx, tasks, cols[0], tables, index)
+            self._save_index(ctx, tasks, cols[0], index)
 
     def _verify(self, ctx: GlobalContext, work: str, tasks: list[int], offsets: np.ndarray,
                 partitions: int) -> list[int]:
@@ -166,14 +159,16 @@ class MinHashDedup(GlobalOp):
         return ctx.run_tasks(_verify_pairs, [(fs, work, q, partitions, self.threshold) for q in range(partitions)],
                              "minhash_dedup: verify (exact Jaccard)")
 
-    def _save_index(self, ctx: GlobalContext, tasks: list[int], bands_col: str, decisions: list[pa.Table],
+    def _save_index(self, ctx: GlobalContext, tasks: list[int], bands_col: str,
                     previous: "SavedIndex | None") -> None:
         """Bucket keys of every document this run keeps (and of the index it read), for later runs."""
         fs, root = filesystem(self.save_index, self.storage_options(self.save_index))
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
-        for table in decisions:
-            gone = table.filter(pc.is_valid(table.column("reason")))
+        for path in ctx.decisions:
+            with ctx.layout.fs.open(path, "rb") as f:
+                gone = pq.read_table(f, columns=["task", "row", "reason"])
+            gone = gone.filter(pc.is_valid(gone.column("reason")))
             for t, r in zip(gone.column("task").to_pylist(), gone.column("row").to_pylist()):
                 dropped[t].append(r)
         stamp = hashlib.sha256(ctx.layout.url.encode()).hexdigest()[:12]
@@ -268,10 +263,11 @@ def _attach_attributes(layout: RunLayout, work: str, p: int, partitions: int) ->
 
 
 def _choose_kept(layout: RunLayout, work: str, q: int, tasks: list[int], offsets: np.ndarray, keep: str,
-                 cluster_columns: bool) -> pa.Table:
+                 cluster_columns: bool, path: str) -> str | None:
+    """The decisions about partition q's clusters, written to `path` (None: it holds none)."""
     members = _read_all(layout.fs, f"{work}/clusters/to-{q:05d}")
-    if members is None:
-        return _DECISIONS.empty_table()
+    if members is None or members.num_rows == 0:
+        return None
     # Within each cluster the kept document sorts first: by policy, then input order (node).
     node = members.column("node").to_numpy()
     label = members.column("label").to_numpy()
@@ -297,7 +293,8 @@ def _choose_kept(layout: RunLayout, work: str, q: int, tasks: list[int], offsets
         sizes = np.diff(np.r_[kept_index, node.size])
         out["dup_cluster_id"] = members.column("id").take(pa.array(kept_index[group][new]))
         out["dup_cluster_size"] = pa.array(sizes[group][new], pa.int64())
-    return pa.table(out)
+    write_decision_file(layout, path, pa.table(out))
+    return path
 
 
 # ----------------------------------------------------------------------------- the saved index
