@@ -150,7 +150,7 @@ def test_in_the_driver_and_in_worker_processes_equals_on_ray(on_ray, tmp_path, e
 @pytest.mark.parametrize("execution", ["local", "processes"])
 def test_stopped_twice_then_resumed_equals_on_ray(on_ray, tmp_path, execution):
     """YLINK_FAIL_AFTER_TASKS counts tasks run in the driver or in worker processes as it counts
-    Ray's: stopped in phase 0, then in phase 1, the third run finishes what is left."""
+    Ray's: stopped in phase 0, again at its end, then in phase 1; the last run finishes what is left."""
     out = tmp_path / "run"
     config = _write(tmp_path, quickstart_config(out, input__split_bytes=SPLIT, ray__execution=execution,
                                                 ray__num_cpus=2))
@@ -159,12 +159,20 @@ def test_stopped_twice_then_resumed_equals_on_ray(on_ray, tmp_path, execution):
     first = _ylink_run(config, fail_after=3)
     assert first.returncode == 75, first.stderr
     # Worker processes may finish the task they had when the driver stopped: one more marker each.
-    assert 3 <= _done_markers(out, 0) <= (3 if execution == "local" else 5) and not (out / "manifest.json").exists()
-    second = _ylink_run(config, fail_after=tasks)
+    done = _done_markers(out, 0)
+    assert 3 <= done <= (3 if execution == "local" else 5) and not (out / "manifest.json").exists()
+    second = _ylink_run(config, fail_after=tasks - done)
     assert second.returncode == 75 and "resuming" in second.stderr, second.stderr
-    assert _done_markers(out, 0) == tasks and 0 < _done_markers(out, 1) < tasks
-    third = _ylink_run(config, fail_after=None)
-    assert third.returncode == 0, third.stderr
+    assert _done_markers(out, 0) == tasks and _done_markers(out, 1) == 0
+    # Then exact_dedup's global phase: a task per phase-0 task with documents, one per partition
+    # (two per CPU), and its marker; half of phase 1 after it.
+    with_rows = sum(1 for m in (out / "_work" / "phase0" / "done").glob("task-*.json")
+                    if any(p["rows"] for p in json.loads(m.read_text())["parts"]))
+    third = _ylink_run(config, fail_after=with_rows + 2 * 2 + 1 + tasks // 2)
+    assert third.returncode == 75 and "resuming" in third.stderr, third.stderr
+    assert 0 < _done_markers(out, 1) < tasks
+    last = _ylink_run(config, fail_after=None)
+    assert last.returncode == 0, last.stderr
     _assert_same_bytes(out, on_ray)
 
 

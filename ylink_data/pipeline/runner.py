@@ -80,9 +80,11 @@ class Runner:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunResult:
-        plan = self.plan()
-        with hold_run_folder(self.layout, self.progress.note) as lock, self.scheduler:
-            return self._run_holding(plan, lock)
+        with self.scheduler:
+            self.scheduler.warm_up()
+            plan = self.plan()
+            with hold_run_folder(self.layout, self.progress.note) as lock:
+                return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
         done = self._check_output_folder(plan, lock)

@@ -126,11 +126,20 @@ class Scheduler:
         if where == "here":
             _run_here(fn, args_list, done, describe, resume_hint)
         elif where == "processes":
-            if self._pool is None:
-                self._pool = WorkerPool(local_cpus(self.cfg))
-            self._pool.run(fn, args_list, done, lambda i, exc: _one_line(describe(i), exc, resume_hint))
+            self._processes().run(fn, args_list, done, lambda i, exc: _one_line(describe(i), exc, resume_hint))
         else:
             _run_on_ray(fn, args_list, done, describe, resume_hint)
+
+    def warm_up(self) -> None:
+        """Start the worker processes now if batches of many tasks will run in them: they then load
+        the code while the driver plans, instead of after (about half a second each)."""
+        if where_to_run(self.cfg, 1 << 20) == "processes":
+            self._processes().start()
+
+    def _processes(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(local_cpus(self.cfg))
+        return self._pool
 
     def close(self) -> None:
         pool, self._pool = self._pool, None

@@ -103,6 +103,11 @@ class WorkerPool:
         self.size = max(1, size)
         self._idle: list[_Worker] = []
 
+    def start(self) -> None:
+        """Start every worker now, so that they load the code while the driver still plans."""
+        while len(self._idle) < self.size:
+            self._idle.append(_Worker())
+
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             on_error: Callable[[int, BaseException], BaseException]) -> None:
         """`fn(*args)` for each args, one task per worker at a time; `on_done(i, result)` as each
@@ -182,6 +187,10 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
 
 def _main() -> None:
     requests, replies = serve_stdio()
+    # What every task function needs, loaded before the first task comes (a pool is started
+    # ahead of its tasks: WorkerPool.start).
+    import ylink_data.pipeline.tasks  # noqa: F401
+
     _serve(requests, replies)
 
 
