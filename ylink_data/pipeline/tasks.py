@@ -51,6 +51,10 @@ class TaskSpec:
     sample_cut: tuple[int, str] | None = None
 
 
+# The `metadata` column's JSON: json.dumps(..., ensure_ascii=False, default=str), with the encoder
+# made once (json.dumps makes one per call when given options: 4 us of a document's 25 in phase 0).
+_METADATA_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
 # Ops are built once per worker process and reused by every task it runs (models load once).
 _OPS: dict[str, Any] = {}
 
@@ -202,15 +206,15 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                     read.dropped[NOT_SAMPLED] += 1  # counted, never written to rejected/
                     continue
                 read.docs_out += 1
-                read.counters.update(item.counters)  # parts of a document its reader left out
+                if item.counters:
+                    read.counters.update(item.counters)  # parts of a document its reader left out
                 cols["id"].append(doc_id)
                 cols["text"].append(item.text)
                 cols["url"].append(item.url)
                 cols["source"].append(source)
                 cols["lang"].append(item.lang)  # set when the input is a previous run's shards
                 cols["lang_score"].append(item.lang_score)
-                cols["metadata"].append(json.dumps(item.metadata, ensure_ascii=False, default=str)
-                                        if item.metadata else None)
+                cols["metadata"].append(_METADATA_JSON.encode(item.metadata) if item.metadata else None)
                 text_bytes += len(item.text)
                 if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
                     read.seconds += time.perf_counter() - started

@@ -67,7 +67,9 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
 def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | None,
            chat: bool = False) -> Record | Skip | Bad:
     try:
-        obj = json.loads(line)
+        # Decoded here rather than by json.loads(bytes), whose encoding sniffing costs a tenth of
+        # the parse; utf-8-sig drops a byte-order mark as that sniffing does.
+        obj = json.loads(line.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         return Bad(offset, f"invalid UTF-8 at byte {exc.start} of the line")
     except ValueError as exc:
