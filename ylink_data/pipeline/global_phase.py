@@ -1,5 +1,5 @@
 """What a global op sees when it resolves: every task's parts of the phase, a place to spill, a way
-to run Ray tasks, and one way to hand back its decisions.
+to run tasks (in as many partitions as `partitions` says), and one way to hand back its decisions.
 
 A decision file is Parquet with columns `task`, `row`, `reason` (null keeps the row) and any extra
 columns the op adds to the documents (e.g. a duplicate-cluster id); rows refer to the position of a
@@ -51,16 +51,10 @@ class GlobalContext:
         return join(self.layout.resolve_dir(self.phase), *parts)
 
     def decision_path(self, name: str) -> str:
-        """Where decision file `name` goes: a task that writes it itself (`write_decision_file`)
-        keeps the decisions out of the driver; the driver then adds the path to `decisions`."""
+        """Where decision file `name` goes. The task that decides writes it (`write_decision_file`),
+        so that no decision passes through the driver, whose memory stays flat however big the
+        corpus; the op then adds the paths it got back to `decisions`."""
         return self.work_path("decisions", f"{name}.parquet")
-
-    def write_decisions(self, name: str, table: pa.Table) -> str:
-        """Publish one decision file (sorted by task and row so tasks read only their slice)."""
-        path = self.decision_path(name)
-        write_decision_file(self.layout, path, table)
-        self.decisions.append(path)
-        return path
 
 
 def write_decision_file(layout: RunLayout, path: str, table: pa.Table) -> None:

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
-from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns
+from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
 from ..transform.units import unit_language
 from . import register
 from ..errors import InputError
@@ -153,9 +153,9 @@ class QualityClassifier(MapOp, GlobalOp):
                                "quality_classifier: score histogram")
         total = np.sum(counts, axis=0) if counts else np.zeros(_BINS, np.int64)
         cut = top_fraction_cut(total, self.top_fraction)
-        args = [(ctx.layout, t, ctx.parts[t], key, unit, cut, self.score_column, self.name) for t in tasks]
-        for t, table in zip(tasks, ctx.run_tasks(_decide, args, "quality_classifier: keep the top fraction")):
-            ctx.write_decisions(f"quality_classifier-{t:05d}", table)
+        args = [(ctx.layout, t, ctx.parts[t], key, unit, cut, self.score_column, self.name,
+                 ctx.decision_path(f"quality_classifier-{t:05d}")) for t in tasks]
+        ctx.decisions += ctx.run_tasks(_decide, args, "quality_classifier: keep the top fraction")
 
 
 def _bin(scores: np.ndarray) -> np.ndarray:
@@ -177,7 +177,8 @@ def _histogram(layout: RunLayout, paths: list[str], key: str) -> np.ndarray:
 
 
 def _decide(layout: RunLayout, task: int, paths: list[str], key: str, unit: str, cut: int, score_column: str,
-            name: str) -> pa.Table:
+            name: str, out: str) -> str:
+    """The task's decisions, written to `out` by the task (the driver holds none of them)."""
     table = read_key_columns(layout, paths, [key, unit])
     scores = table.column(key)
     values = table.column(unit).fill_null(np.nan).to_numpy(zero_copy_only=False)
@@ -185,5 +186,7 @@ def _decide(layout: RunLayout, task: int, paths: list[str], key: str, unit: str,
     reasons = np.where(below, f"{name}:below_top_fraction", None)
     no_model = np.asarray(pc.is_null(scores))
     reasons = np.where(no_model, f"{name}:no_model", reasons)
-    return pa.table({"task": pa.array(np.full(table.num_rows, task), pa.int32()), "row": table.column("row"),
-                     "reason": pa.array(reasons.tolist(), pa.string()), score_column: scores})
+    write_decision_file(layout, out, pa.table({
+        "task": pa.array(np.full(table.num_rows, task), pa.int32()), "row": table.column("row"),
+        "reason": pa.array(reasons.tolist(), pa.string()), score_column: scores}))
+    return out
