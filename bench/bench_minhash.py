@@ -29,6 +29,40 @@ bench/_data/minhash_e2e/runs/ (results.json, each run's log and output). See the
 
     .venv/bin/python bench/bench_minhash.py e2e [--sizes 100000,300000,1000000] [--datatrove-sizes 100000]
         [--bands 16 --rows 8] [--verify] [--profile]
+
+`peers` (issue "MinHash per core ahead of rensa"): whole commands, each in a child process timed
+by wall clock from spawn to exit (start-up and reading included) with its peak memory, on the JSONL
+files of the e2e corpus of `--docs` documents, all sides taking turns in each of `--repeats` rounds
+(order rotated by one each round) in one run: `ylink run` with `minhash_dedup` (threshold 0.8) on
+`ray.num_cpus: 1` pinned to core 0 (`taskset -c 0`) and on 2 CPUs unpinned (`ylink-1cpu`,
+`ylink-2cpu`); the same with `exact_dedup` (`exact-1cpu`, `exact-2cpu`: the exact-dedup global
+phase's scaling); and on core 0, plain Python reading the same files with `json.loads` and shingling
+with `plain_shingles` (word 5-grams; character 5-grams where the first 200 characters are mostly
+Han or kana), then rensa 0.5 in one loop (`RMinHash(128, 1).update`, `RMinHashLSH(0.8, 128, 16
+bands)` query, insert if new: `rensa-loop`), rensa's batch calls per file
+(`digest_matrix_from_token_sets` + `insert_matrix_and_query_duplicate_flags`: `rensa-matrix`), and
+datasketch (`MinHash(128, seed=1).update_batch` of UTF-8 shingles, `MinHashLSH(0.8)` query/insert:
+`datasketch`, in the first `--datasketch-repeats` rounds only: it is slow). Reported per side: median
+(min-max) wall, peak RSS of the largest process and of the tree, documents dropped, precision and
+recall against truth.npz (`score`; the exact-dedup sides: wall only); and the ratios rensa / ylink
+(1 CPU), datasketch / ylink, ylink 1 CPU / 2 CPUs, exact 1 CPU / 2 CPUs, with a busy-loop ceiling
+of what 2 cores give at that moment. The machine, load averages and date are printed; results go
+to bench/_data/minhash_e2e/runs/peers/results.json (and each run's log, YAML and stats.json there).
+See the "peers" section below.
+
+    .venv/bin/python bench/bench_minhash.py peers [--docs 200000] [--repeats 3] [--datasketch-repeats 1]
+
+`scale`: one `ylink run` (`minhash_dedup` with its defaults, `ray.num_cpus: --cpus`) per size on
+~1 KB documents built file by file in constant memory (`build_scale_corpus`: bench/_data/minhash_scale/
+n{n}/, ~1.2 GB of JSONL per million documents, 20% Chinese, near-duplicates across files; built once,
+about 40 s per million): wall and wall per 1,000 documents, peak RSS of the largest process and of
+the process tree, documents kept and dropped (stats.json), the run's per-step lines; the ratio of
+time per document at the largest size to the smallest. Each run's output is removed after it is
+measured (its log, YAML and stats.json are kept in bench/_data/minhash_scale/runs/); results go to
+bench/_data/minhash_scale/results.json and a plot to bench/minhash_scale.png (seconds per 1k
+documents and peak RSS against documents). See the "scale" section below.
+
+    .venv/bin/python bench/bench_minhash.py scale [--sizes 1000000,3000000,10000000] [--cpus 2]
 """
 from __future__ import annotations
 
@@ -283,10 +317,11 @@ def sentence_pools() -> tuple[list[str], list[str]]:
     return sorted(en), sorted(zh)
 
 
-def _base_docs(pool: list[str], n: int, rng, sep: str) -> list[str]:
+def _base_docs(pool: list[str], n: int, rng, sep: str, nbytes=None) -> list[str]:
     import numpy as np
 
-    nbytes = np.array([len(s.encode("utf-8")) + len(sep) for s in pool])
+    if nbytes is None:                                # the streaming builder passes them, once for all files
+        nbytes = np.array([len(s.encode("utf-8")) + len(sep) for s in pool])
     per = int(DOC_BYTES / nbytes.mean() * 3) + 4
     out = []
     for _ in range(n):
@@ -896,9 +931,515 @@ def print_table(results: dict) -> None:
               f"{s['precision']:.4f} | {s['recall_j08']:.4f} | {s['recall_all']:.4f} |")
 
 
+# ============================================================================= peers (per core, whole commands)
+#
+# Issue "MinHash per core ahead of rensa". Every side is a whole command in a child process, timed
+# by wall clock from spawn to exit (start-up, imports and reading the JSONL included, as a user
+# running it would pay), on the same JSONL files of `build_corpus(docs)`. The sides take turns in
+# every repeat, the order rotated by one each repeat, so a noisy neighbour on this shared machine
+# falls on all of them alike; a pure-Python busy loop on one core and two at once on both cores is
+# timed in each repeat too (the 2-core ceiling: what two cores give at that moment). One-core sides
+# run under `taskset -c 0`, so their workers and threads (Arrow's, numpy's) get one core too.
+#
+# The peers read the files the plain way (`json.loads` per line) and cut each document's shingles
+# with `plain_shingles` (word 5-grams; character 5-grams where most of the first 200 characters are
+# Han or kana, as the op decides by script on a corpus without `lang`). rensa's LSH is given 16
+# bands (x 8 rows: a candidate threshold near 0.71, somewhat more lenient than the op's 14 x 9),
+# datasketch's `MinHashLSH` its own for 0.8 (`optimal_param`, 0.5/0.5 weights: 9 x 13, the least
+# lenient, so its recall is the lowest). The loops keep a document unless the index already holds a
+# candidate of it, and insert only kept ones (the usual streaming dedup; a chain a~b~c with a !~ c
+# keeps a and c). `insert_matrix_and_query_duplicate_flags`
+# flags *every* row that shares a band with another row, the first of a group included: its flags are
+# scored as given (dropped = flagged), so its precision counts the originals it drops too; it is the
+# fastest rensa call, not a dedup that keeps one per group. It is called once per input file (10,000
+# documents), which keeps its shingle lists (Python strings: ~0.3 GB for 10,000 documents) to one
+# file's worth; the loops hold one document's.
+
+PEERS_OUT = E2E_OUT / "peers"
+PEER_BANDS = 16
+PEER_SIDES = ["ylink-1cpu", "ylink-2cpu", "exact-1cpu", "exact-2cpu", "rensa-loop", "rensa-matrix", "datasketch"]
+PEER_WHAT = {
+    "ylink-1cpu": "`ylink run`, minhash_dedup (threshold 0.8), `ray.num_cpus: 1`, taskset 1 core",
+    "ylink-2cpu": "`ylink run`, minhash_dedup (threshold 0.8), `ray.num_cpus: 2`, 2 cores",
+    "exact-1cpu": "`ylink run`, exact_dedup, `ray.num_cpus: 1`, taskset 1 core",
+    "exact-2cpu": "`ylink run`, exact_dedup, `ray.num_cpus: 2`, 2 cores",
+    "rensa-loop": "json.loads + plain shingles + `RMinHash.update`, LSH query/insert loop, 1 core",
+    "rensa-matrix": "json.loads + plain shingles + `digest_matrix_from_token_sets` + "
+                    "`insert_matrix_and_query_duplicate_flags` per file, 1 core",
+    "datasketch": "json.loads + plain shingles + `MinHash.update_batch`, `MinHashLSH` query/insert loop, 1 core",
+}
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def peer_shingles(text: str) -> list[str]:
+    """`plain_shingles` with the unit chosen by script: characters where over 30% of the first 200
+    characters are Han or kana (Chinese prose is ~90%, English 0%)."""
+    head = text[:200]
+    return plain_shingles(text, "char" if len(CJK.findall(head)) > 0.3 * len(head) else "word")
+
+
+def peer_texts(path: Path):
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)["text"]
+
+
+def peers_child(args) -> None:
+    """One peer side in this process: reads `--input`'s part-*.jsonl, writes the positions (in file
+    order, as truth.npz counts them) of the documents it drops and its in-process seconds to `--result`."""
+    import json
+
+    t0 = time.perf_counter()
+    files = sorted(Path(args.input).glob("part-*.jsonl"))
+    dropped: list[int] = []
+    i = 0
+    if args.side == "rensa-loop":
+        from rensa import RMinHash, RMinHashLSH
+
+        lsh = RMinHashLSH(threshold=args.threshold, num_perm=NUM_PERM, num_bands=PEER_BANDS)
+        for path in files:
+            for text in peer_texts(path):
+                m = RMinHash(NUM_PERM, SEED)
+                m.update(peer_shingles(text))
+                if lsh.query(m):
+                    dropped.append(i)
+                else:
+                    lsh.insert(i, m)
+                i += 1
+    elif args.side == "rensa-matrix":
+        from rensa import RMinHash, RMinHashLSH
+
+        lsh = RMinHashLSH(threshold=args.threshold, num_perm=NUM_PERM, num_bands=PEER_BANDS)
+        for path in files:
+            shingle_lists = [peer_shingles(t) for t in peer_texts(path)]
+            matrix = RMinHash.digest_matrix_from_token_sets(shingle_lists, NUM_PERM, SEED)
+            flags = lsh.insert_matrix_and_query_duplicate_flags(matrix, i)
+            dropped += [i + j for j, flag in enumerate(flags) if flag]
+            i += len(shingle_lists)
+    elif args.side == "datasketch":
+        from datasketch import MinHash, MinHashLSH
+
+        lsh = MinHashLSH(threshold=args.threshold, num_perm=NUM_PERM)
+        for path in files:
+            for text in peer_texts(path):
+                m = MinHash(num_perm=NUM_PERM, seed=SEED)
+                m.update_batch([s.encode("utf-8") for s in peer_shingles(text)])
+                if lsh.query(m):
+                    dropped.append(i)
+                else:
+                    lsh.insert(i, m)
+                i += 1
+    else:
+        raise SystemExit(f"unknown side {args.side}")
+    Path(args.result).write_text(json.dumps({"docs": i, "work_s": time.perf_counter() - t0, "dropped": dropped}))
+
+
+def ylink_command() -> list[str]:
+    """The `ylink` entry point of this venv ([project.scripts] ylink = ylink_data.cli:main), or the module."""
+    exe = Path(sys.executable).parent / "ylink"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ylink_data"]
+
+
+def write_pipeline(path: Path, name: str, folder: Path, out: Path, stage: dict, cpus: int) -> Path:
+    """A pipeline YAML on `folder`'s part-*.jsonl: one stage, default output (no rejected/ copy, no
+    cluster columns: what a user's run pays), the run's CPUs."""
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({
+        "name": name, "input": {"paths": [str(folder / "part-*.jsonl")], "format": "jsonl"},
+        "output": {"path": str(out)}, "stages": [stage], "ray": {"num_cpus": cpus}}, sort_keys=False))
+    return path
+
+
+def run_measured(cmd: list[str], log_path: Path, cores: str | None, interval: float = 0.25) -> dict:
+    """Runs a whole command (under `taskset -c cores` when given), its stdout and stderr to log_path:
+    wall seconds from spawn to exit, and memory: TreeMemory's samples of the process tree, and the
+    exact peak RSS of the largest process that wait4 reports for the child and every descendant it
+    reaped (a sample every `interval` s can miss a short peak)."""
+    import subprocess
+
+    if cores is not None:
+        cmd = ["taskset", "-c", cores] + cmd
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TERM": "dumb"})
+        mem = TreeMemory(proc.pid, interval)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        memory = mem.stop()
+    memory["rss_max_proc_gb"] = max(memory["rss_max_proc_gb"], usage.ru_maxrss / 2**20)
+    memory["rss_sum_gb"] = max(memory["rss_sum_gb"], memory["rss_max_proc_gb"])   # sampled: at least that
+    memory["cpu_rusage_s"] = usage.ru_utime + usage.ru_stime
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}); see {log_path}:\n"
+                           + log_path.read_text()[-3000:])
+    return {"wall": wall, **memory}
+
+
+def in_run_seconds(log: str) -> float:
+    """Seconds of a run's own top-level phases (`phase N: ...`, `publish shards: ...` lines): the
+    rest of the command's wall is start-up, planning and exit."""
+    return sum(float(s) for s in re.findall(r"^(?:phase \d+|publish shards)\b.* in ([\d.]+)s", log,
+                                   re.MULTILINE))
+
+
+_BUSY = "x = 0\nfor i in range(10_000_000): x += i\n"
+
+
+def two_core_ceiling() -> float:
+    """2 cores / 1 core throughput of a pure-Python busy loop right now (2.0 on two idle cores)."""
+    import subprocess
+
+    def timed_loops(cores: str, n: int) -> float:
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", _BUSY]) for _ in range(n)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - t0
+
+    return 2 * timed_loops("0", 1) / timed_loops("0-1", 2)
+
+
+def kept_positions_ours(out: Path) -> set[int]:
+    """Positions (from the `url`, .../d{position}) of the documents a run published."""
+    import pyarrow.parquet as pq
+
+    kept = set()
+    for p in sorted(out.glob("data/*.parquet")) + sorted(out.glob("*.parquet")):
+        kept.update(int(u.rsplit("/d", 1)[1]) for u in pq.read_table(p, columns=["url"]).column("url").to_pylist())
+    return kept
+
+
+def peer_side(side: str, folder: Path, docs: int, threshold: float, repeat: int) -> dict:
+    """One run of one side: measurements, the positions it dropped (ylink: every position it did not
+    publish) and, for ylink, its own per-step lines."""
+    import json
+    import shutil
+
+    base = PEERS_OUT / f"n{docs}"
+    log_path = base / f"{side}-r{repeat}.log"
+    if side.startswith(("ylink", "exact")):
+        cpus = int(side.split("-")[1][0])
+        out = base / side
+        stage = {"minhash_dedup": {"threshold": threshold}} if side.startswith("ylink") else {"exact_dedup": {}}
+        config = write_pipeline(base / f"{side}.yaml", f"peers-{side}", folder, out, stage, cpus)
+        r = run_measured(ylink_command() + ["run", str(config), "--fresh", "--no-progress"], log_path,
+                         "0" if cpus == 1 else None)
+        log = log_path.read_text()
+        stats = json.loads((out / "stats.json").read_text())
+        shutil.copy(out / "stats.json", base / f"{side}-r{repeat}.stats.json")
+        r.update(docs=stats["input_records"], in_run_s=in_run_seconds(log),
+                 dropped_count=stats["input_records"] - stats["output_records"])
+        if side.startswith("ylink"):
+            kept = kept_positions_ours(out)
+            r["dropped"] = sorted(set(range(stats["input_records"])) - kept)
+            r["steps"] = step_times(log)
+        shutil.rmtree(out)                            # ~1 KB a document: keep the disk free
+        return r
+    result = base / f"{side}-r{repeat}.json"
+    r = run_measured([sys.executable, str(Path(__file__).resolve()), "peers-child", "--side", side,
+                      "--input", str(folder), "--result", str(result), "--threshold", str(threshold)], log_path, "0")
+    child = json.loads(result.read_text())
+    result.unlink()
+    r.update(docs=child["docs"], in_run_s=child["work_s"], dropped=child["dropped"],
+             dropped_count=len(child["dropped"]))
+    return r
+
+
+def peers_main(args) -> None:
+    import json
+
+    import numpy as np
+
+    load_before = os.getloadavg()
+    folder = build_corpus(args.docs)
+    docs = int(np.load(folder / "truth.npz")["family"].size)
+    mb = sum(p.stat().st_size for p in folder.glob("part-*.jsonl")) / 1e6
+    print(f"corpus {folder.relative_to(REPO)}: {docs:,} docs, {mb:,.0f} MB JSONL; threshold {args.threshold}; "
+          f"{args.repeats} repeats (datasketch {args.datasketch_repeats}), order rotated each repeat; "
+          f"load average before {' '.join(f'{x:.2f}' for x in load_before)}\n", flush=True)
+    runs: dict[str, list[dict]] = {s: [] for s in PEER_SIDES}
+    scores: dict[str, dict] = {}
+    ceilings = []
+    for rep in range(args.repeats):
+        ceilings.append(two_core_ceiling())
+        print(f"repeat {rep + 1}: busy-loop ceiling 2 cores / 1 core {ceilings[-1]:.2f}", flush=True)
+        order = PEER_SIDES[rep % len(PEER_SIDES):] + PEER_SIDES[:rep % len(PEER_SIDES)]
+        for side in order:
+            if side == "datasketch" and len(runs[side]) >= args.datasketch_repeats:
+                continue
+            r = peer_side(side, folder, args.docs, args.threshold, rep)
+            dropped = r.pop("dropped", None)
+            if dropped is not None and side not in scores:   # the same every repeat (deterministic): scored once
+                s = score(folder, np.array(dropped, np.int64), None)
+                s.pop("fp_sample")
+                scores[side] = s
+            runs[side].append(r)
+            print(f"  {side}: wall {r['wall']:.2f}s (in-run {r['in_run_s']:.2f}s), max process "
+                  f"{r['rss_max_proc_gb']:.2f} GB, tree RSS {r['rss_sum_gb']:.2f} GB, dropped {r['dropped_count']:,}"
+                  + (f", precision {scores[side]['precision']:.4f}, recall J>=0.8 {scores[side]['recall_j08']:.4f}"
+                     if side in scores else ""), flush=True)
+    load_after = os.getloadavg()
+    summary = {}
+    for side, rs in runs.items():
+        if not rs:
+            continue
+        walls = [r["wall"] for r in rs]
+        summary[side] = {
+            "what": PEER_WHAT[side], "runs": len(rs), "wall_median": statistics.median(walls), "wall_min": min(walls),
+            "wall_max": max(walls), "walls": walls, "in_run_median": statistics.median(r["in_run_s"] for r in rs),
+            "rss_max_proc_gb": max(r["rss_max_proc_gb"] for r in rs), "rss_sum_gb": max(r["rss_sum_gb"] for r in rs),
+            "pss_sum_gb": max(r["pss_sum_gb"] for r in rs), "procs": max(r["procs"] for r in rs),
+            "dropped": rs[0]["dropped_count"], "dropped_all_runs": sorted({r["dropped_count"] for r in rs}),
+            "docs": rs[0]["docs"], "score": scores.get(side), "steps": rs[0].get("steps")}
+    med = {side: s["wall_median"] for side, s in summary.items()}
+    rensa = min(("rensa-loop", "rensa-matrix"), key=med.get)
+    ratios = {f"{rensa} / ylink-1cpu (the faster rensa side)": (rensa, "ylink-1cpu"),
+              "rensa-loop / ylink-1cpu (the rensa side that keeps one per group)": ("rensa-loop", "ylink-1cpu"),
+              "rensa-matrix / ylink-1cpu": ("rensa-matrix", "ylink-1cpu"),
+              "datasketch / ylink-1cpu": ("datasketch", "ylink-1cpu"),
+              "ylink-1cpu / ylink-2cpu (speed-up on 2 cores)": ("ylink-1cpu", "ylink-2cpu"),
+              "exact-1cpu / exact-2cpu (speed-up on 2 cores)": ("exact-1cpu", "exact-2cpu")}
+    ratios = {label: med[a] / med[b] for label, (a, b) in ratios.items() if a in med and b in med}
+    ratios["busy-loop ceiling, 2 cores / 1 core (median)"] = statistics.median(ceilings)
+    print(f"\n# {platform.platform()}, {os.cpu_count()} CPUs; {dt.datetime.now().isoformat(timespec='minutes')}; "
+          f"load average before {' '.join(f'{x:.2f}' for x in load_before)}, after "
+          f"{' '.join(f'{x:.2f}' for x in load_after)}; busy-loop ceiling per repeat "
+          f"{', '.join(f'{c:.2f}' for c in ceilings)}\n")
+    print(f"{docs:,} documents ({mb:,.0f} MB JSONL, {folder.relative_to(REPO)}); wall = whole command, spawn to exit, "
+          "median of the runs (min-max); in-run = the run's own phases (ylink) or the child's time after start-up "
+          "(peers)\n")
+    print("| side | what | runs | wall s | min-max s | s per 1k docs | in-run s | max process GB | tree RSS GB | "
+          "dropped | precision | recall (J >= 0.8) | recall (all copies) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for side, s in summary.items():
+        sc = s["score"]
+        quality = (f"{sc['precision']:.4f} | {sc['recall_j08']:.4f} | {sc['recall_all']:.4f}" if sc else "| |")
+        print(f"| {side} | {s['what']} | {s['runs']} | {s['wall_median']:.2f} | "
+              f"{s['wall_min']:.2f}-{s['wall_max']:.2f} | {s['wall_median'] / s['docs'] * 1000:.3f} | "
+              f"{s['in_run_median']:.2f} | {s['rss_max_proc_gb']:.2f} | "
+              f"{s['rss_sum_gb']:.2f} | {s['dropped']:,} | {quality} |")
+    print("\n| ratio (median walls of this run) | value |")
+    print("| --- | ---: |")
+    for label, value in ratios.items():
+        print(f"| {label} | {value:.2f} |")
+    print("\n(peer / ylink >= 1: ylink at least as fast; rensa-matrix's flags include the first document of each "
+          "group, so its precision counts dropped originals as errors)")
+    for side in ("ylink-1cpu", "ylink-2cpu"):
+        if summary.get(side, {}).get("steps"):
+            print(f"\n{side}, first run's steps: "
+                  + "; ".join(f"{label} {s:.1f}s" for label, _, s in summary[side]["steps"]))
+    path = PEERS_OUT / "results.json"
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    previous[f"n{args.docs}"] = {
+        "machine": {"platform": platform.platform(), "node": platform.node(), "cpus": os.cpu_count(),
+                    "load_before": load_before, "load_after": load_after},
+        "date": dt.datetime.now().isoformat(timespec="seconds"), "docs": docs, "repeats": args.repeats,
+        "datasketch_repeats": args.datasketch_repeats, "threshold": args.threshold, "ceilings": ceilings,
+        "sides": summary, "ratios": ratios}
+    path.write_text(json.dumps(previous, indent=1, default=str))
+    print(f"\nresults: {path.relative_to(REPO)}")
+
+
+# ============================================================================= scale (1M to 10M documents)
+#
+# Corpus. `build_scale_corpus(n)` writes the same kind of documents as `build_corpus` (bases of real
+# sentences to ~1 KB, 20% Chinese, 10% of bases with 1-3 edited copies) file by file in constant
+# memory, with no truth: file k's bases, their families and copies come from its own generators
+# (numpy's default_rng([seed, k, stream]): the plan, how many bases, which get copies and into which
+# file, from stream 0; the texts from stream 1; the order within the file from stream 2), and each
+# copy goes into file k, k+1 or k+2 (copies for files past the end are left out), so duplicates
+# cross file boundaries and only the texts of three files are ever held (copies meant for a file past
+# the end go to the last one: the first two files are ~10% short, the last ~10% long). Any file can be rebuilt
+# from its own plan and its two predecessors': files already there are kept (each written to .tmp
+# and renamed), and DONE (its counts) marks a finished corpus. Files hold about 10,000 documents
+# (their bases plus the copies sent to them).
+#
+# Runs. One `ylink run` per size (minhash_dedup with its defaults, `ray.num_cpus: --cpus`, under
+# taskset on the first --cpus cores when fewer than the machine's), timed and sampled as the peers
+# are; its per-step lines and stats.json are kept, its output removed (~1 KB a document).
+
+SCALE_DIR = REPO / "bench" / "_data" / "minhash_scale"
+SCALE_SEED = 11
+
+
+def _scale_plan(k: int, n: int, seed: int) -> dict:
+    """File k's plan (cheap): its bases (English first), the bases with copies, each copy's target file."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, k, 0])
+    n_base = round(min(DOCS_PER_FILE, n - k * DOCS_PER_FILE) / (1 + FAMILY_SHARE * 2))
+    n_zh = round(n_base * ZH_SHARE)
+    fam_of = np.sort(rng.choice(n_base, round(n_base * FAMILY_SHARE), replace=False))
+    copies = rng.integers(1, 4, fam_of.size)
+    # copies meant for a file past the end go to the last one, so that the corpus holds about n
+    target = np.minimum(k + rng.integers(0, 3, int(copies.sum())), -(-n // DOCS_PER_FILE) - 1)
+    return {"n_base": n_base, "n_zh": n_zh, "fam_of": fam_of, "copies": copies, "target": target}
+
+
+def _scale_texts(k: int, plan: dict, pools: tuple, seed: int) -> tuple[list[str], list[tuple[int, str]]]:
+    """File k's base texts, and its copies as (target file, text)."""
+    import numpy as np
+
+    (en_pool, en_bytes), (zh_pool, zh_bytes) = pools
+    rng = np.random.default_rng([seed, k, 1])
+    n_en = plan["n_base"] - plan["n_zh"]
+    base = _base_docs(en_pool, n_en, rng, " ", en_bytes) + _base_docs(zh_pool, plan["n_zh"], rng, "", zh_bytes)
+    targets = iter(plan["target"].tolist())
+    copies = []
+    for b, c in zip(plan["fam_of"].tolist(), plan["copies"].tolist()):
+        zh = b >= n_en
+        for _ in range(c):
+            copies.append((next(targets), _edit(base[b], zh, rng, zh_pool if zh else en_pool)))
+    return base, copies
+
+
+def build_scale_corpus(n: int, seed: int = SCALE_SEED) -> tuple[Path, dict]:
+    """About `n` documents in SCALE_DIR/n{n}/part-*.jsonl; reused when DONE is there; (folder, counts)."""
+    import json
+
+    import numpy as np
+
+    folder = SCALE_DIR / f"n{n}"
+    done = folder / "DONE"
+    if done.exists():
+        return folder, json.loads(done.read_text())
+    t0 = time.perf_counter()
+    folder.mkdir(parents=True, exist_ok=True)
+    files = -(-n // DOCS_PER_FILE)
+    plans = [_scale_plan(k, n, seed) for k in range(files)]
+    en_pool, zh_pool = sentence_pools()
+    pools = tuple((pool, np.array([len(s.encode("utf-8")) + len(sep) for s in pool]))
+                  for pool, sep in ((en_pool, " "), (zh_pool, "")))
+    texts: dict[int, tuple] = {}                      # the parts of files k-2..k: the bounded buffer of copies
+    docs = copies = 0
+    for k in range(files):
+        path = folder / f"part-{k:05d}.jsonl"
+        sent = [int((plans[j]["target"] == k).sum()) for j in range(max(0, k - 2), k + 1)]
+        docs += plans[k]["n_base"] + sum(sent)
+        copies += sum(sent)
+        if path.exists():
+            continue
+        for j in range(max(0, k - 2), k + 1):
+            if j not in texts:
+                texts[j] = _scale_texts(j, plans[j], pools, seed)
+        rows = list(texts[k][0])
+        for j in range(max(0, k - 2), k + 1):
+            rows += [t for target, t in texts[j][1] if target == k]
+        order = np.random.default_rng([seed, k, 2]).permutation(len(rows))
+        with open(str(path) + ".tmp", "w", encoding="utf-8") as f:
+            for j, p in enumerate(order.tolist()):
+                f.write(json.dumps({"id": f"s{k}-{j}", "url": f"https://bench.invalid/s{k}-{j}", "text": rows[p]},
+                                   ensure_ascii=False) + "\n")
+        os.replace(str(path) + ".tmp", path)
+        texts.pop(k - 2, None)
+        if k % 100 == 99:
+            print(f"  corpus n{n}: {k + 1}/{files} files, {time.perf_counter() - t0:.0f}s", flush=True)
+    mb = sum(p.stat().st_size for p in folder.glob("part-*.jsonl")) / 1e6
+    counts = {"docs": docs, "files": files, "copies": copies, "bases": docs - copies, "mb": mb,
+              "seconds": time.perf_counter() - t0, "seed": seed}
+    done.write_text(json.dumps(counts))
+    print(f"corpus n{n}: {docs:,} docs ({copies:,} injected copies) in {files} files, {mb:,.0f} MB JSONL, "
+          f"built in {counts['seconds']:.0f}s", flush=True)
+    return folder, counts
+
+
+def scale_main(args) -> None:
+    import json
+    import shutil
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    runs = SCALE_DIR / "runs"
+    results = {}
+    load_before = os.getloadavg()
+    print(f"# {platform.platform()}, {os.cpu_count()} CPUs; {dt.datetime.now().isoformat(timespec='minutes')}; "
+          f"ray.num_cpus {args.cpus}; load average before {' '.join(f'{x:.2f}' for x in load_before)}\n", flush=True)
+    for n in sizes:
+        folder, counts = build_scale_corpus(n)
+        name = f"n{n}-c{args.cpus}"
+        out = runs / name
+        config = write_pipeline(runs / f"{name}.yaml", f"minhash-scale-{name}", folder, out, {"minhash_dedup": {}},
+                                args.cpus)
+        cores = f"0-{args.cpus - 1}" if args.cpus < (os.cpu_count() or 1) else None
+        try:
+            r = run_measured(ylink_command() + ["run", str(config), "--fresh", "--no-progress"],
+                             runs / f"{name}.log", cores, interval=0.5)
+        except RuntimeError as exc:                   # the other sizes still run; the output is left to look at
+            print(f"n{n}: FAILED: {exc}", flush=True)
+            continue
+        log = (runs / f"{name}.log").read_text()
+        stats = json.loads((out / "stats.json").read_text())
+        shutil.copy(out / "stats.json", runs / f"{name}.stats.json")
+        shutil.rmtree(out)                            # ~1 KB a document: the disk, at 10M
+        docs = stats["input_records"]
+        r.update(docs=docs, kept=stats["output_records"],
+                 dropped={s["name"]: s["dropped"] for s in stats["stages"] if s["dropped"]},
+                 s_per_1k=r["wall"] / docs * 1000, in_run_s=in_run_seconds(log), steps=step_times(log), corpus=counts)
+        results[name] = r
+        print(f"n{n}: {docs:,} docs, wall {r['wall']:.1f}s ({r['s_per_1k']:.3f} s per 1k docs; in-run "
+              f"{r['in_run_s']:.1f}s), max process {r['rss_max_proc_gb']:.2f} GB ({r['max_proc']}), tree RSS "
+              f"{r['rss_sum_gb']:.2f} GB, PSS {r['pss_sum_gb']:.2f} GB, {r['procs']} processes; kept {r['kept']:,}, "
+              f"dropped {r['dropped']}; load {r['load_before']:.1f}/{r['load_after']:.1f}", flush=True)
+        for label, tasks, seconds in r["steps"]:
+            print(f"    {seconds:7.1f}s  {label} ({tasks} tasks)", flush=True)
+        path = SCALE_DIR / "results.json"
+        previous = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**previous, **results}, default=str, indent=1))
+    load_after = os.getloadavg()
+    print(f"\nload average after {' '.join(f'{x:.2f}' for x in load_after)}\n")
+    print("| documents | MB JSONL | wall s | s per 1k docs | in-run s | max process GB | tree RSS GB | tree PSS GB | "
+          "kept | dropped |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in results.values():
+        print(f"| {r['docs']:,} | {r['corpus']['mb']:,.0f} | {r['wall']:.1f} | {r['s_per_1k']:.3f} | "
+              f"{r['in_run_s']:.1f} | {r['rss_max_proc_gb']:.2f} | {r['rss_sum_gb']:.2f} | {r['pss_sum_gb']:.2f} | "
+              f"{r['kept']:,} | {sum(v for d in r['dropped'].values() for v in d.values()):,} |")
+    rs = sorted(results.values(), key=lambda r: r["docs"])
+    if len(rs) > 1:
+        print(f"\ntime per document, {rs[-1]['docs']:,} / {rs[0]['docs']:,} docs: "
+              f"{rs[-1]['s_per_1k'] / rs[0]['s_per_1k']:.2f} (1.00: linear); max-process peak RSS per size: "
+              + ", ".join(f"{r['docs']:,}: {r['rss_max_proc_gb']:.2f} GB" for r in rs))
+    plot_scale(rs, args.cpus)
+
+
+def plot_scale(rs: list[dict], cpus: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r["docs"] for r in rs]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5), dpi=100)
+    left.plot(x, [r["s_per_1k"] for r in rs], "o-")
+    left.set_ylabel("wall s per 1k docs")
+    left.set_ylim(bottom=0)
+    right.plot(x, [r["rss_max_proc_gb"] for r in rs], "o-", label="largest process")
+    right.plot(x, [r["rss_sum_gb"] for r in rs], "s--", label="process tree (RSS sum)")
+    right.set_ylabel("peak RSS, GB")
+    right.set_ylim(bottom=0)
+    right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xticks(x, [f"{d / 1e6:.1f}M" if d >= 1e6 else f"{d / 1e3:.0f}k" for d in x])
+        ax.minorticks_off()
+        ax.set_xlabel("documents")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"minhash_dedup, ylink run, ray.num_cpus {cpus}", fontsize=10)
+    fig.tight_layout()
+    path = REPO / "bench" / "minhash_scale.png"
+    fig.savefig(path)
+    print(f"plot: {path.relative_to(REPO)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="part", required=True)
+    # the child commands (run by the parent) have no help line and stay out of the list
+    sub = ap.add_subparsers(dest="part", required=True, metavar="{signatures,e2e,peers,scale}")
     sig = sub.add_parser("signatures", help="signature throughput vs datasketch and rensa")
     sig.add_argument("--repeats", type=int, default=5)
     sig.add_argument("--docs", type=int, default=1000, help="documents per language (0: all)")
@@ -916,7 +1457,7 @@ def main() -> None:
     e2e.add_argument("--skip-ours", action="store_true")
     e2e.add_argument("--verify", action="store_true", help="the op's verify: true (exact Jaccard of candidate pairs)")
     e2e.add_argument("--profile", action="store_true", help="also time the parts of the op's keys() in process")
-    child = sub.add_parser("e2e-child", help=argparse.SUPPRESS)
+    child = sub.add_parser("e2e-child")
     for name in ("--side", "--input", "--out", "--result"):
         child.add_argument(name, required=True)
     child.add_argument("--threshold", type=float, default=0.8)
@@ -925,9 +1466,24 @@ def main() -> None:
     child.add_argument("--bands", type=int, default=9)
     child.add_argument("--rows", type=int, default=13)
     child.add_argument("--verify", action="store_true")
+    peers = sub.add_parser("peers", help="whole commands per core: ylink run (1 and 2 CPUs) vs rensa and datasketch")
+    peers.add_argument("--docs", type=int, default=200_000, help="corpus size (build_corpus; built once)")
+    peers.add_argument("--repeats", type=int, default=3, help="rounds; every side once per round, in turn")
+    peers.add_argument("--datasketch-repeats", type=int, default=1, help="rounds datasketch takes part in (slow)")
+    peers.add_argument("--threshold", type=float, default=0.8)
+    pchild = sub.add_parser("peers-child")
+    pchild.add_argument("--side", required=True, choices=["rensa-loop", "rensa-matrix", "datasketch"])
+    for name in ("--input", "--result"):
+        pchild.add_argument(name, required=True)
+    pchild.add_argument("--threshold", type=float, default=0.8)
+    scale = sub.add_parser("scale", help="one ylink run per size, 1M-10M documents: time per document and peak memory")
+    scale.add_argument("--sizes", default="1000000,3000000,10000000", help="documents per run, comma-separated")
+    scale.add_argument("--cpus", type=int, default=2, help="ray.num_cpus of the runs")
     args = ap.parse_args()
     if args.part == "e2e-child":
         return e2e_child(args)
+    if args.part == "peers-child":
+        return peers_child(args)
     from importlib.metadata import version
 
     import numpy as np
@@ -938,6 +1494,10 @@ def main() -> None:
         bench_signatures(args.repeats, args.docs, args.batch)
     elif args.part == "e2e":
         e2e_main(args)
+    elif args.part == "peers":
+        peers_main(args)
+    elif args.part == "scale":
+        scale_main(args)
 
 
 if __name__ == "__main__":
