@@ -1163,13 +1163,17 @@ def peers_main(args) -> None:
     print(f"corpus {folder.relative_to(REPO)}: {docs:,} docs, {mb:,.0f} MB JSONL; threshold {args.threshold}; "
           f"{args.repeats} repeats (datasketch {args.datasketch_repeats}), order rotated each repeat; "
           f"load average before {' '.join(f'{x:.2f}' for x in load_before)}\n", flush=True)
-    runs: dict[str, list[dict]] = {s: [] for s in PEER_SIDES}
+    sides = [s for s in args.sides.split(",") if s]
+    unknown = set(sides) - set(PEER_SIDES)
+    if unknown:
+        raise SystemExit(f"unknown sides {sorted(unknown)}; choose from {PEER_SIDES}")
+    runs: dict[str, list[dict]] = {s: [] for s in sides}
     scores: dict[str, dict] = {}
     ceilings = []
     for rep in range(args.repeats):
         ceilings.append(two_core_ceiling())
         print(f"repeat {rep + 1}: busy-loop ceiling 2 cores / 1 core {ceilings[-1]:.2f}", flush=True)
-        order = PEER_SIDES[rep % len(PEER_SIDES):] + PEER_SIDES[:rep % len(PEER_SIDES)]
+        order = sides[rep % len(sides):] + sides[:rep % len(sides)]
         for side in order:
             if side == "datasketch" and len(runs[side]) >= args.datasketch_repeats:
                 continue
@@ -1198,7 +1202,7 @@ def peers_main(args) -> None:
             "dropped": rs[0]["dropped_count"], "dropped_all_runs": sorted({r["dropped_count"] for r in rs}),
             "docs": rs[0]["docs"], "score": scores.get(side), "steps": rs[0].get("steps")}
     med = {side: s["wall_median"] for side, s in summary.items()}
-    rensa = min(("rensa-loop", "rensa-matrix"), key=med.get)
+    rensa = min((s for s in ("rensa-loop", "rensa-matrix") if s in med), key=med.get, default="rensa-loop")
     ratios = {f"{rensa} / ylink-1cpu (the faster rensa side)": (rensa, "ylink-1cpu"),
               "rensa-loop / ylink-1cpu (the rensa side that keeps one per group)": ("rensa-loop", "ylink-1cpu"),
               "rensa-matrix / ylink-1cpu": ("rensa-matrix", "ylink-1cpu"),
@@ -1471,6 +1475,8 @@ def main() -> None:
     peers.add_argument("--repeats", type=int, default=3, help="rounds; every side once per round, in turn")
     peers.add_argument("--datasketch-repeats", type=int, default=1, help="rounds datasketch takes part in (slow)")
     peers.add_argument("--threshold", type=float, default=0.8)
+    peers.add_argument("--sides", default=",".join(PEER_SIDES),
+                       help="comma-separated sides to run (default: all), e.g. ylink-1cpu,ylink-2cpu at 1M")
     pchild = sub.add_parser("peers-child")
     pchild.add_argument("--side", required=True, choices=["rensa-loop", "rensa-matrix", "datasketch"])
     for name in ("--input", "--result"):

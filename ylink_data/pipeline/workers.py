@@ -187,9 +187,12 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
 
 def _main() -> None:
     requests, replies = serve_stdio()
-    # What every task function needs, loaded before the first task comes (a pool is started
-    # ahead of its tasks: WorkerPool.start).
+    # What every task needs, loaded before the first task comes (a pool is started ahead of its
+    # tasks, WorkerPool.start): the task functions and every op module (building any op imports them all).
     import ylink_data.pipeline.tasks  # noqa: F401
+    from ylink_data.stages import op_class
+
+    op_class("exact_dedup")
 
     _serve(requests, replies)
 
