@@ -467,26 +467,30 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _mem_kb(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of a process in kB; (0, 0) when it is gone."""
-    rss = pss = 0
+def _mem_kb(pid: int) -> tuple[int, int, int]:
+    """(RSS, PSS, peak RSS) of a process in kB; zeros when it is gone. The peak is the kernel's
+    VmHWM of the process's memory since its exec: exact, however short the peak, where sampling
+    RSS can miss one (wait4's ru_maxrss is no substitute: exec records the parent's peak in it)."""
+    rss = pss = hwm = 0
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     rss = int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
                 if line.startswith("Pss:"):
                     pss = int(line.split()[1])
     except OSError:
         pass
-    return rss, pss
+    return rss, pss, hwm
 
 
 class TreeMemory:
-    """Samples a process tree every `interval` s in a thread: peaks of summed RSS, summed PSS and of
-    the largest single process (GB), the most processes seen at once, and the CPU seconds of the
+    """Samples a process tree every `interval` s in a thread: peaks of summed RSS and summed PSS, the
+    largest peak RSS of any one process (VmHWM, GB), the most processes seen at once, and the CPU seconds of the
     tree (each process's last sample: a process that exits loses at most `interval` of its CPU)."""
 
     def __init__(self, root: int, interval: float = 0.5):
@@ -512,9 +516,9 @@ class TreeMemory:
             self.rss = max(self.rss, sum(m[0][0] for m in mems) / 2**20)
             self.pss = max(self.pss, sum(m[0][1] for m in mems) / 2**20)
             self.procs = max(self.procs, len(pids))
-            (rss, _), pid = max(mems)
-            if rss / 2**20 > self.single:
-                self.single = rss / 2**20
+            (_, _, hwm), pid = max(mems, key=lambda m: m[0][2])
+            if hwm / 2**20 > self.single:
+                self.single = hwm / 2**20
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
                         self.single_name = f.read().replace(b"\0", b" ").decode(errors="replace")[:60]
@@ -1056,9 +1060,9 @@ def write_pipeline(path: Path, name: str, folder: Path, out: Path, stage: dict, 
 
 def run_measured(cmd: list[str], log_path: Path, cores: str | None, interval: float = 0.25) -> dict:
     """Runs a whole command (under `taskset -c cores` when given), its stdout and stderr to log_path:
-    wall seconds from spawn to exit, and memory: TreeMemory's samples of the process tree, and the
-    exact peak RSS of the largest process that wait4 reports for the child and every descendant it
-    reaped (a sample every `interval` s can miss a short peak)."""
+    wall seconds from spawn to exit, and memory: TreeMemory's samples of the process tree (summed RSS
+    and PSS) and the largest process's peak RSS (its VmHWM: exact, but for growth in the last
+    `interval` s of a process's life)."""
     import subprocess
 
     if cores is not None:
@@ -1072,7 +1076,6 @@ def run_measured(cmd: list[str], log_path: Path, cores: str | None, interval: fl
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         memory = mem.stop()
-    memory["rss_max_proc_gb"] = max(memory["rss_max_proc_gb"], usage.ru_maxrss / 2**20)
     memory["rss_sum_gb"] = max(memory["rss_sum_gb"], memory["rss_max_proc_gb"])   # sampled: at least that
     memory["cpu_rusage_s"] = usage.ru_utime + usage.ru_stime
     if proc.returncode:
