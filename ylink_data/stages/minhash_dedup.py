@@ -23,7 +23,9 @@ estimate is usually good enough). `save_index: URL` writes the bucket keys of th
 keeps; `index: URL` dedups a new run against them (incremental dedup across crawl snapshots): a
 new document near one in the index is dropped, the indexed one having been kept before.
 
-Memory is bounded by `rows_per_partition` bucket keys (or edges) per task, not by the corpus.
+Memory is bounded by `rows_per_partition` bucket keys (or edges) per task, not by the corpus, and
+every step after the keys runs in at least two partitions per CPU, so every core has work; neither
+changes which documents are kept.
 """
 from __future__ import annotations
 
@@ -46,7 +48,6 @@ from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, 
 from ..transform.units import unit_languages
 from . import register
 from .base import Fraction, GlobalOp
-
 
 
 @register
