@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchtools import two_core_ceiling  # noqa: E402
 from bench_spine import DATA, REPO, build_input  # noqa: E402
 
 OUT = REPO / "bench" / "_out" / "cores"
@@ -51,21 +52,6 @@ def multi_file_input(files: int, copies: int) -> list[Path]:
         if not p.exists() or p.stat().st_size != len(one):
             p.write_bytes(one)
     return paths
-
-
-_BUSY = "x = 0\nfor i in range(20_000_000): x += i\n"
-
-
-def ceiling() -> float:
-    """2 CPUs / 1 CPU throughput of a busy loop right now (2.0 on two idle cores)."""
-    def timed(cores: str, n: int) -> float:
-        started = time.perf_counter()
-        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", _BUSY]) for _ in range(n)]
-        for p in procs:
-            p.wait()
-        return time.perf_counter() - started
-    one = timed("0", 1)
-    return 2 * one / timed("0-1", 2)
 
 
 def run(name: str, paths: list[Path], stages: list, cpus: int, execution: str) -> tuple[float, float, float, dict]:
@@ -111,7 +97,7 @@ def main() -> None:
     kept: dict[tuple[str, str, int], int] = {}
     ceilings = []
     for r in range(args.repeats):
-        ceilings.append(ceiling())
+        ceilings.append(two_core_ceiling())
         print(f"  round {r + 1} busy-loop ceiling: {ceilings[-1]:.2f}", file=sys.stderr, flush=True)
         for key, (_, paths, stages) in cases.items():
             for execution in (executions if r % 2 == 0 else executions[::-1]):

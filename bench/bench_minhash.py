@@ -76,7 +76,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable
-from benchtools import WALL_OVER_CPU, timed  # bench/ is on sys.path when a script runs
+from benchtools import WALL_OVER_CPU, timed, two_core_ceiling  # bench/ is on sys.path when a script runs
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("YLINK_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -1089,23 +1089,6 @@ def in_run_seconds(log: str) -> float:
     rest of the command's wall is start-up, planning and exit."""
     return sum(float(s) for s in re.findall(r"^(?:phase \d+|publish shards)\b.* in ([\d.]+)s", log,
                                    re.MULTILINE))
-
-
-_BUSY = "x = 0\nfor i in range(10_000_000): x += i\n"
-
-
-def two_core_ceiling() -> float:
-    """2 cores / 1 core throughput of a pure-Python busy loop right now (2.0 on two idle cores)."""
-    import subprocess
-
-    def timed_loops(cores: str, n: int) -> float:
-        t0 = time.perf_counter()
-        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", _BUSY]) for _ in range(n)]
-        for p in procs:
-            p.wait()
-        return time.perf_counter() - t0
-
-    return 2 * timed_loops("0", 1) / timed_loops("0-1", 2)
 
 
 def kept_positions_ours(out: Path) -> set[int]:

@@ -5,6 +5,8 @@ does not count the time other jobs on this shared machine hold the core. Every t
 single-threaded; wall / CPU is kept in `WALL_OVER_CPU` and printed as a check."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Callable
 
@@ -18,3 +20,19 @@ def timed(fn: Callable[[], object]) -> float:
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     WALL_OVER_CPU.append(wall / cpu if cpu else 1.0)
     return cpu
+
+
+_BUSY = "x = 0\nfor i in range(20_000_000): x += i\n"
+
+
+def two_core_ceiling() -> float:
+    """2 CPUs / 1 CPU throughput of a pure-Python busy loop right now (2.0 on two idle cores): what a
+    shared machine's second core gives at the moment, to read a speed-up on 2 CPUs against."""
+    def timed_loops(cores: str, n: int) -> float:
+        started = time.perf_counter()
+        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", _BUSY]) for _ in range(n)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - started
+
+    return 2 * timed_loops("0", 1) / timed_loops("0-1", 2)
