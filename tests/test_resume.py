@@ -29,6 +29,21 @@ def _ylink_run(config_path, fail_after: int | None) -> subprocess.CompletedProce
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _stop_in_phase_1(config_path, out, tasks: int, cpus: int) -> None:
+    """Resume a run stopped in phase 0 of the quickstart and stop it again halfway through phase 1:
+    first at the end of phase 0, then after exact_dedup's global phase (a task per phase-0 task
+    with documents, one per partition, two partitions per CPU, and its marker) and half of phase 1."""
+    done = _done_markers(out, 0)
+    second = _ylink_run(config_path, fail_after=tasks - done)
+    assert second.returncode == 75 and "resuming" in second.stderr, second.stderr
+    assert _done_markers(out, 0) == tasks and _done_markers(out, 1) == 0
+    with_rows = sum(1 for m in (out / "_work" / "phase0" / "done").glob("task-*.json")
+                    if any(p["rows"] for p in json.loads(m.read_text())["parts"]))
+    third = _ylink_run(config_path, fail_after=with_rows + 2 * cpus + 1 + tasks // 2)
+    assert third.returncode == 75 and "resuming" in third.stderr, third.stderr
+    assert 0 < _done_markers(out, 1) < tasks
+
+
 def _counts(stats: dict) -> dict:
     """stats.json without timings, which differ from run to run."""
     return {**stats, "stages": [{k: v for k, v in s.items() if k != "seconds"} for s in stats["stages"]]}
@@ -58,7 +73,7 @@ def test_interrupted_twice_then_resumed_equals_uninterrupted(reference, tmp_path
 
     out = tmp_path / "resumed"
     config_path = tmp_path / "pipeline.yaml"
-    config_path.write_text(yaml.safe_dump(quickstart_config(out, input__split_bytes=SPLIT)))
+    config_path.write_text(yaml.safe_dump(quickstart_config(out, input__split_bytes=SPLIT, ray__num_cpus=2)))
     tasks = json.loads((reference / "run.json").read_text())["tasks"]
     assert tasks >= 10
 
@@ -67,14 +82,11 @@ def test_interrupted_twice_then_resumed_equals_uninterrupted(reference, tmp_path
     assert not (out / "manifest.json").exists()
     assert 3 <= _done_markers(out, 0) < tasks
 
-    second = _ylink_run(config_path, fail_after=tasks)  # resumes, stopped again in phase 1
-    assert second.returncode == 75, second.stderr
-    assert "resuming" in second.stderr
-    assert _done_markers(out, 0) == tasks and 0 < _done_markers(out, 1) < tasks
+    _stop_in_phase_1(config_path, out, tasks, cpus=2)  # resumed, stopped again (twice more) in phase 1
     assert not (out / "manifest.json").exists()
 
-    third = _ylink_run(config_path, fail_after=None)
-    assert third.returncode == 0, third.stderr
+    last = _ylink_run(config_path, fail_after=None)
+    assert last.returncode == 0, last.stderr
 
     _assert_same_run(out, reference)
 
