@@ -104,8 +104,15 @@ def test_the_shipped_flow_distils_the_judge_into_a_classifier(corpus, tmp_path, 
     scores = np.array([r["edu_score"] for r in unseen])
     auc, rho = roc_auc(truth >= 3, scores), spearman(scores, truth)
     print(f"unseen documents: ROC AUC {auc:.3f}, Spearman {rho:.3f}")
-    assert auc > 0.7 and rho > 0.3  # chance: 0.5 (sd ~0.02 on 750 documents) and 0
-    assert {r["edu_tier"] for r in scored} == {"high", "mid", None}
+    # chance: 0.5 (sd ~0.02 on 750 documents) and 0; measured 0.73-0.75 and 0.42-0.48 on samples that
+    # differ with the temporary path (see below)
+    assert auc > 0.65 and rho > 0.3
+    # Each document in the tier its score gives. Which documents the judge read depends on their
+    # ids, and so on the corpus's temporary path: whether any reaches the high tier varies (in CI
+    # once none did), so the test asks for both sides of the tiers' lower bound, and the rule.
+    bounds = {"high": (0.8, 1.0), "mid": (0.5, 0.8), None: (0.0, 0.5)}
+    assert all(bounds[r["edu_tier"]][0] <= r["edu_score"] <= bounds[r["edu_tier"]][1] for r in scored)
+    assert {"mid", None} <= {r["edu_tier"] for r in scored}
     scored_stats = json.loads((out / "scored" / "stats.json").read_text())
     assert check_invariant(scored_stats) is None
 
