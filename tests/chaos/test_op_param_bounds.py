@@ -19,11 +19,11 @@ import yaml
 
 from ylink_data.config import load_config, validate_config
 from ylink_data.errors import ConfigError
-from ylink_data.stages import REGISTRY, _load_ops, _params_model
+from ylink_data.stages import REGISTRY, load_ops, _params_model
 
 from ..conftest import REPO, SAMPLES
 
-_load_ops()
+load_ops()
 
 
 def numeric_probes(schema: dict) -> Iterator[tuple[Callable[[Any], Any], dict]]:

@@ -269,9 +269,9 @@ def test_the_report_keeps_the_thresholds_of_a_run_whose_parameters_redaction_mas
     `language: auto` included. Its thresholds are still the run's: they are numbers, masked only
     under a secret-looking name, and no op parameter has one."""
     from ylink_data.redaction import is_secret_key
-    from ylink_data.stages import REGISTRY, _load_ops
+    from ylink_data.stages import REGISTRY, load_ops
 
-    _load_ops()
+    load_ops()
     assert len(REGISTRY) >= 12 and not [f"{name}.{p}" for name, cls in REGISTRY.items()
                                         for p in inspect.signature(cls.__init__).parameters if is_secret_key(p)]
     monkeypatch.setenv("YLINK_T_REGION", "auto")

@@ -30,6 +30,7 @@ from .workers import WorkerPool
 FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
 FAIL_EXIT_CODE = 75
 RESUME_HINT = "rerun the same command to resume"
+MANY_TASKS = 1 << 20  # a batch too big for one process: where a phase's tasks would run
 Where = Literal["here", "processes", "ray"]
 
 
@@ -111,7 +112,7 @@ class Scheduler:
     def cpus(self) -> int:
         """The CPUs a batch of many tasks runs on: the worker processes, or the Ray cluster's CPUs
         (the partitions of a global phase are cut so that each has work)."""
-        return cluster_cpus() if self.where(1 << 20) == "ray" else local_cpus(self.cfg)
+        return cluster_cpus() if self.where(MANY_TASKS) == "ray" else local_cpus(self.cfg)
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT) -> None:
@@ -133,7 +134,7 @@ class Scheduler:
     def warm_up(self) -> None:
         """Start the worker processes now if batches of many tasks will run in them: they then load
         the code while the driver plans, instead of after (about half a second each)."""
-        if where_to_run(self.cfg, 1 << 20) == "processes":
+        if where_to_run(self.cfg, MANY_TASKS) == "processes":
             self._processes().start()
 
     def _processes(self) -> WorkerPool:

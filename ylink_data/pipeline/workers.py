@@ -188,11 +188,11 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
 def _main() -> None:
     requests, replies = serve_stdio()
     # What every task needs, loaded before the first task comes (a pool is started ahead of its
-    # tasks, WorkerPool.start): the task functions and every op module (building any op imports them all).
+    # tasks, WorkerPool.start): the task functions and every op module (building any op loads them all).
     import ylink_data.pipeline.tasks  # noqa: F401
-    from ylink_data.stages import op_class
+    from ylink_data.stages import load_ops
 
-    op_class("exact_dedup")
+    load_ops()
 
     _serve(requests, replies)
 

@@ -33,7 +33,7 @@ def register(cls: type[Op]) -> type[Op]:
 _loaded = False
 
 
-def _load_ops() -> None:
+def load_ops() -> None:
     """Import every module of this package once: each registers its ops (one module per op family).
     A flag, not an empty registry, says it happened: importing one op module first must not hide
     the others."""
@@ -47,7 +47,7 @@ def _load_ops() -> None:
 
 
 def op_class(name: str) -> type[Op]:
-    _load_ops()
+    load_ops()
     return REGISTRY[name]
 
 
@@ -64,7 +64,7 @@ def _params_model(cls: type[Op]) -> Any:
 
 def validate_stages(stages: list[Any], source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Check every `- op_name: {params}` item; return [(op name, validated params)]."""
-    _load_ops()
+    load_ops()
     problems: list[str] = []
     ops: list[tuple[str, dict[str, Any]]] = []
     for i, item in enumerate(stages):
