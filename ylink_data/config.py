@@ -139,6 +139,8 @@ class OutputConfig(_Strict):
 
 
 class RayConfig(_Strict):
+    # null: this machine; "auto": the cluster this machine joined (`ray start`); "host:port": a
+    # cluster's GCS; "ray://host:port": Ray Client, from a machine outside the cluster.
     address: str | None = None
     # Where tasks run (pipeline/submit.py): `auto` runs a batch that one process would run anyway
     # (one task, or one CPU) in this process, several tasks in worker processes on this machine
@@ -149,6 +151,21 @@ class RayConfig(_Strict):
     execution: Literal["auto", "processes", "ray", "local"] = "auto"
     num_cpus: int | None = Field(None, gt=0)  # CPUs (worker processes, or the embedded Ray's); null: all this process may use
     object_store_memory: int | None = Field(None, gt=0)
+    # How long a run on a cluster waits while no node has a CPU (every worker node lost, or an
+    # autoscaler still adding one) before it stops, resumable; the progress line says it waits.
+    max_wait_for_cpus_s: float = Field(600.0, gt=0)
+
+    @field_validator("address")
+    @classmethod
+    def _address_form(cls, value: str | None) -> str | None:
+        if value is None or value == "auto":
+            return value
+        rest = value[len("ray://"):] if value.startswith("ray://") else value
+        host, sep, port = rest.rpartition(":")
+        if "/" in rest or not sep or not host or not port.isdigit():
+            raise ValueError("not auto, HOST:PORT (a cluster's GCS, port 6379 by default) or "
+                             "ray://HOST:PORT (Ray Client, port 10001 by default); null runs on this machine")
+        return value
 
 
 class PipelineConfig(_Strict):

@@ -32,6 +32,10 @@ class OutputError(YlinkError):
     """The output folder cannot be written: read-only, no permission, or no space left."""
 
 
+class ClusterError(YlinkError):
+    """The Ray cluster of `ray.address` cannot be reached, was lost, or has no CPU left for the run."""
+
+
 class DocumentError(Exception):
     """One document could not be processed, and the message already says why (the extractor's
     process answers "ValueError: ..." for a page it raised on): quarantined with the message as it

@@ -114,11 +114,29 @@ def _validate(args: argparse.Namespace) -> int:
         return 0
     cfg = load_config(args.pipeline, args.overrides)
     with cfg.redacting_errors():
+        cluster = _check_cluster(cfg) if cfg.ray.address else ""
         plan = Runner(cfg).plan()
     ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
     print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "
-          f"{len(plan.phases)} phase(s): {ops} → {cfg.redact(cfg.output.path)}")
+          f"{len(plan.phases)} phase(s): {ops} → {cfg.redact(cfg.output.path)}{cluster}")
     return 0
+
+
+def _check_cluster(cfg) -> str:
+    """Join the cluster of ray.address as a run would (its errors are the run's), and leave it."""
+    import ray
+
+    from ..pipeline.node_paths import node_local_warning
+    from ..pipeline.ray_env import cluster_summary, ensure_ray
+
+    ensure_ray(cfg.ray)
+    try:
+        warning = node_local_warning(cfg)
+        if warning:
+            print(f"ylink: {redact_text(warning)}", file=sys.stderr)
+        return f"; ray.address {cfg.ray.address}: {cluster_summary()}"
+    finally:
+        ray.shutdown()
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from .. import __version__
 from ..config import PipelineConfig, load_config
 from ..errors import RunStateError
-from ..io.fs import InputFile, expand_paths, is_local, read_json, write_json, writing_into
+from ..io.fs import InputFile, expand_paths, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
@@ -31,10 +31,11 @@ from .global_phase import GlobalContext
 from .layout import RunLayout
 from .lock import FolderLock, hold_run_folder
 from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
-from .sft import jsonl_formats, sft_section
+from .node_paths import node_local_warning
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
 from .publish import pack_shards, publish_shard
+from .sft import jsonl_formats, sft_section
 from .stats import TaskStats, check_invariant, run_stats, token_stats
 from .submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from .tasks import TaskSpec, execute_task, load_marker, sample_scan
@@ -72,7 +73,8 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
-        self.scheduler = Scheduler(cfg.ray, on_ray_start=self._warn_if_output_is_node_local)
+        self.scheduler = Scheduler(cfg.ray, on_ray_start=self._warn_about_node_local_paths,
+                                   on_notice=self.progress.waiting)
         # The last op that routes documents into output tiers decides the tier folders.
         routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
         self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
@@ -243,13 +245,10 @@ class Runner:
             "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "ylink_version": __version__})
 
-    def _warn_if_output_is_node_local(self) -> None:
-        import ray
-
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        if len(nodes) > 1 and is_local(self.layout.fs):
-            self.progress.note(f"warning: output.path {self.layout.url} is a local path and this Ray cluster has "
-                               f"{len(nodes)} nodes: every node must see it (a shared file system), or use s3://...")
+    def _warn_about_node_local_paths(self) -> None:
+        warning = node_local_warning(self.cfg)
+        if warning:
+            self.progress.note(warning)
 
     # ------------------------------------------------------------------ phases
 

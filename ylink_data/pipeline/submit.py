@@ -23,7 +23,8 @@ import threading
 from typing import Any, Callable, Literal, Sequence
 
 from ..config import RayConfig
-from ..errors import ConfigError, YlinkError
+from ..errors import ClusterError, ConfigError, YlinkError
+from .cluster_watch import ClusterWatch
 from .ray_env import cluster_cpus, ensure_ray
 from .workers import WorkerPool
 
@@ -91,22 +92,27 @@ class Scheduler:
     ends the worker processes (a Ray it started lives as long as the process, as before). Counts
     finished tasks (`counter`: YLINK_FAIL_AFTER_TASKS)."""
 
-    def __init__(self, cfg: RayConfig, on_ray_start: Callable[[], None] | None = None):
+    def __init__(self, cfg: RayConfig, on_ray_start: Callable[[], None] | None = None,
+                 on_notice: Callable[[str | None], None] = lambda message: None):
         self.cfg = cfg
         self.counter = TaskCounter()
         self._on_ray_start = on_ray_start
-        self._ray_ready = False
+        self._on_notice = on_notice
+        self._watch: ClusterWatch | None = None
         self._pool: WorkerPool | None = None
 
     def where(self, tasks: int) -> Where:
-        """Where a batch of `tasks` runs; if on Ray, Ray is up when this returns."""
+        """Where a batch of `tasks` runs; if on Ray, Ray is up (and watched) when this returns."""
         where = where_to_run(self.cfg, tasks)
-        if where == "ray" and not self._ray_ready:
+        if where == "ray" and self._watch is None:
             # An embedded Ray gets the CPUs worker processes would (Ray itself ignores a `taskset`).
-            ensure_ray(self.cfg if self.cfg.address else self.cfg.model_copy(update={"num_cpus": local_cpus(self.cfg)}))
+            joined = ensure_ray(self.cfg if self.cfg.address else
+                                self.cfg.model_copy(update={"num_cpus": local_cpus(self.cfg)}))
+            self._watch = ClusterWatch(self.cfg.max_wait_for_cpus_s, self._on_notice, RESUME_HINT,
+                                       client_address=joined.hostport if joined and joined.client else None)
+            self._watch.start()
             if self._on_ray_start is not None:
                 self._on_ray_start()
-            self._ray_ready = True
         return where
 
     def cpus(self) -> int:
@@ -129,13 +135,17 @@ class Scheduler:
         elif where == "processes":
             self._processes().run(fn, args_list, done, lambda i, exc: _one_line(describe(i), exc, resume_hint))
         else:
-            _run_on_ray(fn, args_list, done, describe, resume_hint)
+            _run_on_ray(fn, args_list, done, describe, resume_hint, self._watch)
 
     def warm_up(self) -> None:
-        """Start the worker processes now if batches of many tasks will run in them: they then load
-        the code while the driver plans, instead of after (about half a second each)."""
-        if where_to_run(self.cfg, MANY_TASKS) == "processes":
+        """Start now what batches of many tasks will run on, before the driver plans or writes
+        anything: worker processes load the code meanwhile (about half a second each), and a
+        cluster that cannot be joined is one line before the output folder is touched."""
+        where = where_to_run(self.cfg, MANY_TASKS)
+        if where == "processes":
             self._processes().start()
+        elif where == "ray" and self.cfg.address:
+            self.where(MANY_TASKS)
 
     def _processes(self) -> WorkerPool:
         if self._pool is None:
@@ -143,6 +153,8 @@ class Scheduler:
         return self._pool
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()  # this process may leave Ray now (ray.shutdown at exit): no alarm
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
@@ -185,8 +197,9 @@ def _remote(fn: Callable):
 
 
 def _run_on_ray(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-                describe: Callable[[int], str], resume_hint: str) -> None:
-    """A bounded number in flight (driver memory stays flat for 100k tasks)."""
+                describe: Callable[[int], str], resume_hint: str, watch: ClusterWatch) -> None:
+    """A bounded number in flight (driver memory stays flat for 100k tasks); while they wait for a
+    CPU, `watch` tells so and gives up after ray.max_wait_for_cpus_s."""
     import ray
 
     remote = _remote(fn)
@@ -199,6 +212,12 @@ def _run_on_ray(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int
             i, args = queue.pop()
             in_flight[remote.remote(*args)] = i
         ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+        if not ready:
+            try:
+                watch.check_cpus()
+            except ClusterError:
+                _settle(in_flight)
+                raise
         for ref in ready:
             i = in_flight.pop(ref)
             try:
