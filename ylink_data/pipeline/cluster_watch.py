@@ -45,13 +45,15 @@ class ClusterWatch:
         self.max_wait_for_cpus_s = max_wait_for_cpus_s
         self._notice = notice
         self._resume_hint = resume_hint
-        self.head = client_address or _gcs_address()
+        self.head: str | None = client_address or _gcs_address()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_cpu_check = 0.0
         self._no_cpu_since: float | None = None
 
     def start(self) -> None:
+        if not self.head:
+            return  # a Ray Client connection this process made itself: its server's address is not known here
         self._thread = threading.Thread(target=self._watch_head, name="ylink-head-watch", daemon=True)
         self._thread.start()
 
@@ -101,7 +103,10 @@ class ClusterWatch:
                      f"({waited:.0f} of {limit:g} s, ray.max_wait_for_cpus_s)")
 
 
-def _gcs_address() -> str:
+def _gcs_address() -> str | None:
+    """The GCS this process reaches, None over Ray Client: the address its server gives may be one
+    only the cluster's own nodes reach (and the client's server address is not known here)."""
     import ray
+    from ray.util.client import ray as client
 
-    return ray.get_runtime_context().gcs_address
+    return None if client.is_connected() else ray.get_runtime_context().gcs_address
