@@ -3,8 +3,8 @@ anything is written; Ray Client addresses work; a run that lost every worker nod
 progress line, stops after ray.max_wait_for_cpus_s and resumes; a lost head node is one line with the
 resume hint; the warning about local paths names each one and counts only nodes that run tasks.
 
-The clusters are real Ray nodes on this machine (`ray.cluster_utils.Cluster`: a head with no CPU and
-worker nodes of one CPU, as `ray start` makes them); the driver is `ylink` in a subprocess."""
+The clusters are real Ray nodes started with the `ray` CLI on 127.0.0.1 (tests/raycluster.py: a head
+with no CPU and two worker nodes of one CPU); the driver is `ylink` in a subprocess."""
 from __future__ import annotations
 
 import os
@@ -24,9 +24,9 @@ from ylink_data.pipeline.node_paths import local_paths
 from ylink_data.pipeline.progress import RunProgress
 
 from .conftest import REPO, quickstart_config
+from .raycluster import RayCliCluster
 
 SPLIT = 100_000  # 26 phase-0 tasks over the sample crawl: a kill lands mid-phase
-NODE = {"num_cpus": 1, "object_store_memory": 100 * 1024 * 1024}
 
 
 def _free_port() -> int:
@@ -45,20 +45,11 @@ def _errors(stderr: str) -> list[str]:
 
 
 @pytest.fixture
-def cluster():
-    """A head with no CPU (tasks go to workers, as on a real cluster) and two worker nodes; the head
-    serves Ray Client on a free port."""
-    from ray.cluster_utils import Cluster
-
-    client_port = _free_port()
-    c = Cluster(initialize_head=True, connect=False,
-                head_node_args={"num_cpus": 0, "object_store_memory": 100 * 1024 * 1024,
-                                "ray_client_server_port": client_port})
-    c.workers = [c.add_node(**NODE) for _ in range(2)]
-    c.wait_for_nodes()
-    c.client_address = f"ray://127.0.0.1:{client_port}"
-    yield c
-    c.shutdown()
+def cluster(tmp_path_factory):
+    """A head with no CPU (tasks go to workers, as on a real cluster) and two worker nodes of one CPU,
+    started with the `ray` CLI on 127.0.0.1 (tests/raycluster.py); the head serves Ray Client too."""
+    with RayCliCluster(tmp_path_factory.mktemp("rc"), workers=2) as c:
+        yield c
 
 
 def _pipeline(tmp_path: Path, output: Path, **ray) -> Path:
@@ -116,7 +107,7 @@ def test_ray_client_address_and_validate(cluster, tmp_path):
     output = tmp_path / "client"
     pipeline = _pipeline(tmp_path, output, address=cluster.client_address)
 
-    proc = _ylink("validate", str(pipeline))
+    proc = _ylink("validate", str(pipeline), env=cluster.env)
     assert proc.returncode == 0, proc.stderr
     assert f"ray.address {cluster.client_address}: 3 nodes, 2 with CPUs (2 CPUs)" in proc.stdout
     # Only the two worker nodes run tasks: the head has no CPU. Each local path is named.
@@ -126,7 +117,7 @@ def test_ray_client_address_and_validate(cluster, tmp_path):
         assert f"input.paths[{i}]: {path}" in warning
     assert f"output.path: {output}" in warning
 
-    proc = _ylink("run", str(pipeline), "--no-progress")
+    proc = _ylink("run", str(pipeline), "--no-progress", env=cluster.env)
     assert proc.returncode == 0, proc.stderr
     _same_output(local, output)
 
@@ -137,10 +128,10 @@ def test_no_worker_left_waits_then_stops_and_the_rerun_resumes(cluster, tmp_path
     output = tmp_path / "cluster"
     pipeline = _pipeline(tmp_path, output, address=cluster.address, max_wait_for_cpus_s=6)
     proc = subprocess.Popen([sys.executable, "-m", "ylink_data.cli", "run", str(pipeline), "--no-progress"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.env)
     _wait_for_markers(output / "_work" / "phase0" / "done", 2, proc)
-    for node in cluster.workers:
-        cluster.remove_node(node, allow_graceful=False)
+    for i in (1, 2):
+        cluster.kill_worker(i)
     _, stderr = proc.communicate(timeout=180)
     assert proc.returncode == 2, stderr
     assert "waiting for a CPU: no node of the Ray cluster has one" in stderr
@@ -150,10 +141,9 @@ def test_no_worker_left_waits_then_stops_and_the_rerun_resumes(cluster, tmp_path
     done_before = len(list((output / "_work" / "phase0" / "done").glob("task-*.json")))
     assert 2 <= done_before < 26, "the workers were lost after phase 0: nothing was left to wait for"
 
-    for _ in range(2):
-        cluster.add_node(**NODE)
-    cluster.wait_for_nodes()
-    proc = _ylink("run", str(pipeline), "--no-progress")
+    for i in (1, 2):
+        cluster.start_worker(i)
+    proc = _ylink("run", str(pipeline), "--no-progress", env=cluster.env)
     assert proc.returncode == 0, proc.stderr
     assert f"26/26 tasks ({done_before} done before this run)" in proc.stderr
     _same_output(local, output)
@@ -163,16 +153,15 @@ def test_a_lost_head_node_is_one_line_with_the_resume_hint(cluster, tmp_path):
     output = tmp_path / "cluster"
     pipeline = _pipeline(tmp_path, output, address=cluster.address)
     # Ray gives a lost GCS this long before it ends the driver; ylink speaks 5 s earlier (3 s here).
-    env = {**os.environ, "RAY_gcs_rpc_server_reconnect_timeout_s": "8"}
+    env = {**cluster.env, "RAY_gcs_rpc_server_reconnect_timeout_s": "8"}
     proc = subprocess.Popen([sys.executable, "-m", "ylink_data.cli", "run", str(pipeline), "--no-progress"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     _wait_for_markers(output / "_work" / "phase0" / "done", 2, proc)
-    head = cluster.address
-    cluster.remove_node(cluster.head_node, allow_graceful=False)
+    assert cluster.kill_head(), "the head node was not running"
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 75, stderr
     [error] = _errors(stderr)
-    assert f"lost the Ray cluster: its head node at {head} has not answered for 3 s" in error
+    assert f"lost the Ray cluster: its head node at {cluster.address} has not answered for 3 s" in error
     assert "rerun the same command to resume once the cluster is back" in error
     assert "Failed to connect to GCS within" not in stderr  # ylink spoke before Ray ended the process
     assert not (output / "manifest.json").exists()
