@@ -183,41 +183,48 @@ def _tasks(fs, url: str) -> int:
     return json.loads(fs.cat_file(f"{url.removeprefix('s3://')}/run.json"))["tasks"]
 
 
+def _run_losing_node_1(s3, tokenizer, reference, cluster, tmp_path, url: str, ready: Callable[[], bool], what: str,
+                       at_kill: Callable[[], None]) -> None:
+    """A cluster run into `url` whose worker node 1 is SIGKILLed once `ready()`; `at_kill()` checks
+    the kill landed where meant; then the run must end well with the reference's bytes."""
+    fs = s3.filesystem()
+    cluster.start_worker(1)  # alive (nothing to do) unless an earlier test killed it: two CPUs at the start
+    driver, log = _start_run(tmp_path, _config(s3, url, tokenizer), cluster)
+    try:
+        _kill_node_when(cluster, driver, log, ready, what)
+        at_kill()
+        _finish(driver, log)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert cluster.non_loopback_sockets() == []
+    _assert_same_run(fs, url, reference)
+
+
 # ----------------------------------------------------------------------------------- tests
 def test_worker_node_lost_in_phase_0(s3, tokenizer, reference, cluster, tmp_path):
     fs = s3.filesystem()
     tasks = _tasks(fs, reference)
     assert tasks >= 20
     url = "s3://runs/lost-in-phase-0"
-    cluster.start_worker(1)  # alive (nothing to do) unless an earlier test killed it
-    driver, log = _start_run(tmp_path, _config(s3, url, tokenizer), cluster)
-    try:
-        _kill_node_when(cluster, driver, log, lambda: _markers(fs, url, 0) >= 1, "phase 0's first task marker")
+
+    def still_in_phase_0() -> None:
         after = _markers(fs, url, 0)
         assert after < tasks, f"phase 0 had finished ({after}/{tasks} markers) when the kill landed"
-        _finish(driver, log)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert cluster.non_loopback_sockets() == []
-    _assert_same_run(fs, url, reference)
+
+    _run_losing_node_1(s3, tokenizer, reference, cluster, tmp_path, url, lambda: _markers(fs, url, 0) >= 1,
+                       "phase 0's first task marker", still_in_phase_0)
 
 
 def test_worker_node_lost_in_a_global_phase(s3, tokenizer, reference, cluster, tmp_path):
     fs = s3.filesystem()
     tasks = _tasks(fs, reference)
     url = "s3://runs/lost-in-minhash-dedup"
-    cluster.start_worker(1)  # again, after the last test killed it: two CPUs at the start
-    driver, log = _start_run(tmp_path, _config(s3, url, tokenizer), cluster)
-    try:
-        # MinHash dedup's global phase starts when the last of phase 1's tasks is done.
-        _kill_node_when(cluster, driver, log, lambda: _markers(fs, url, MINHASH) >= tasks,
-                        "the end of phase 1 (the start of minhash_dedup's global phase)")
+
+    def in_minhash_global_phase() -> None:
         assert _resolved(fs, url, EXACT)
         assert not _resolved(fs, url, MINHASH), "minhash_dedup's global phase had finished when the kill landed"
-        _finish(driver, log)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert cluster.non_loopback_sockets() == []
-    _assert_same_run(fs, url, reference)
+
+    # MinHash dedup's global phase starts when the last of phase 1's tasks is done.
+    _run_losing_node_1(s3, tokenizer, reference, cluster, tmp_path, url, lambda: _markers(fs, url, MINHASH) >= tasks,
+                       "the end of phase 1 (the start of minhash_dedup's global phase)", in_minhash_global_phase)
