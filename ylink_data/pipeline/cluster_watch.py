@@ -14,7 +14,6 @@ Either way the tasks that finished are kept, and rerunning the same command resu
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Callable
 
 from ..errors import ClusterError
 from ..redaction import redact_text
+from .ray_env import probe
 
 LOST_EXIT_CODE = 75  # EX_TEMPFAIL, as YLINK_FAIL_AFTER_TASKS: try again later and it resumes
 PROBE_EVERY_S = 1.0
@@ -61,12 +61,11 @@ class ClusterWatch:
         self._stopped.set()
 
     def _watch_head(self) -> None:
-        host, _, port = self.head.rpartition(":")
         lost_after = head_lost_after_s()
         answered = time.monotonic()
         while not self._stopped.wait(PROBE_EVERY_S):
             try:
-                socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_EVERY_S).close()
+                probe(self.head, PROBE_EVERY_S)
                 answered = time.monotonic()
             except OSError:
                 if time.monotonic() - answered >= lost_after and not self._stopped.is_set():

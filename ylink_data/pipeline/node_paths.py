@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..config import PipelineConfig
+from .ray_env import alive_nodes
 
 _SAME_ON_EVERY_NODE = (Path(__file__).resolve().parents[1], Path(sys.prefix).resolve())  # the package, the environment
 
@@ -35,8 +36,7 @@ def node_local_warning(cfg: PipelineConfig) -> str | None:
     import ray
 
     here = ray.get_runtime_context().get_node_id()
-    others = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
-              and n.get("NodeID") != here]
+    others = [n for n in alive_nodes(with_cpus=True) if n.get("NodeID") != here]
     paths = local_paths(cfg)
     if not others or not paths:
         return None

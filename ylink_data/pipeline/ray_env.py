@@ -92,7 +92,7 @@ def reachable(address: str) -> Target:
     if not sep or not host or not port.isdigit():
         raise ClusterError(f"ray.address {shown}: not HOST:PORT, ray://HOST:PORT or auto")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        probe(hostport, CONNECT_TIMEOUT_S)
     except socket.gaierror:
         raise ClusterError(f"ray.address {shown}: no such host {host!r}; correct the host name in ray.address") from None
     except OSError as exc:
@@ -101,6 +101,19 @@ def reachable(address: str) -> Target:
         what = "Ray Client server (`ray start --head` listens on 10001)" if client else "Ray cluster (GCS)"
         raise ClusterError(f"ray.address {shown}: no {what} answers at {hostport} ({why}); {START_HINT}") from None
     return Target(hostport, client)
+
+
+def probe(hostport: str, timeout: float) -> None:
+    """Open a TCP connection to HOST:PORT and close it; OSError when nothing answers."""
+    host, _, port = hostport.rpartition(":")
+    socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+
+
+def alive_nodes(with_cpus: bool = False) -> list[dict]:
+    """The cluster's live nodes (ray.nodes()), or only those that run tasks (a CPU or more)."""
+    import ray
+
+    return [n for n in ray.nodes() if n.get("Alive") and (not with_cpus or n.get("Resources", {}).get("CPU", 0) > 0)]
 
 
 def _last_started_cluster() -> str | None:
@@ -122,8 +135,8 @@ def cluster_summary() -> str:
     """The cluster this process joined, in a few words (for `ylink validate`)."""
     import ray
 
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = alive_nodes()
     cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in nodes)
-    with_cpus = sum(1 for n in nodes if n.get("Resources", {}).get("CPU", 0) > 0)
+    with_cpus = len(alive_nodes(with_cpus=True))
     summary = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}, {with_cpus} with CPUs ({cpus:g} CPUs), Ray {ray.__version__}"
     return summary + ("; no CPU yet: a run would wait for worker nodes (ray.max_wait_for_cpus_s)" if not cpus else "")
