@@ -91,8 +91,12 @@ def test_the_shipped_flow_distils_the_judge_into_a_classifier(corpus, tmp_path, 
     assert metrics["autotune"]["trials"] and metrics["autotune"]["params"]
     held = metrics["heldout"]
     assert held["annotations"] >= 0.15 * len(annotated)
-    # ~100 held-out annotations: chance is AUC 0.5 (sd ~0.06 at this size) and Spearman 0
-    assert held["spearman"] > 0.25 and held["f1"] > 0.55 and held["roc_auc"] > 0.65
+    # ~100 held-out annotations, so these vary with the sample, which varies with the corpus's
+    # temporary path (the ids name it). Over 14 samples (sample_seed 0-13): AUC 0.62-0.76 (mean
+    # 0.70, sd 0.04), Spearman 0.33-0.45 (0.39, 0.04), F1 0.49-0.71 (0.62, 0.07); once in CI AUC
+    # 0.636. Each bound is about 4 sd below the mean and above chance (AUC 0.5 and Spearman 0, sd
+    # ~0.06 and ~0.1 at this size). The sharp test of agreement is on the 750 unseen documents below.
+    assert held["spearman"] > 0.2 and held["f1"] > 0.4 and held["roc_auc"] > 0.55
 
     # 3. The whole corpus scored and tiered; on the documents the judge never read, the classifier
     # agrees with it far above chance (AUC 0.5, Spearman 0).
@@ -104,9 +108,9 @@ def test_the_shipped_flow_distils_the_judge_into_a_classifier(corpus, tmp_path, 
     scores = np.array([r["edu_score"] for r in unseen])
     auc, rho = roc_auc(truth >= 3, scores), spearman(scores, truth)
     print(f"unseen documents: ROC AUC {auc:.3f}, Spearman {rho:.3f}")
-    # chance: 0.5 (sd ~0.02 on 750 documents) and 0; measured 0.73-0.75 and 0.42-0.48 on samples that
-    # differ with the temporary path (see below)
-    assert auc > 0.65 and rho > 0.3
+    # chance: 0.5 (sd ~0.02 on 750 documents) and 0. Over the 14 samples above: AUC 0.69-0.78 (mean
+    # 0.73, sd 0.025), Spearman 0.33-0.50 (0.42, 0.045); the bounds are about 4 sd below the means.
+    assert auc > 0.62 and rho > 0.25
     # Each document in the tier its score gives. Which documents the judge read depends on their
     # ids, and so on the corpus's temporary path: whether any reaches the high tier varies (in CI
     # once none did), so the test asks for both sides of the tiers' lower bound, and the rule.
