@@ -18,8 +18,10 @@ files, over `--files` WARC files each holding the bundled crawl `--file-copies` 
 (bench_cores.py's input) and `--jsonl-docs` JSONL documents (bench_minhash.py's corpus: real
 Reuters and THUCNews sentences, a third of them near-duplicate families), as the issue's trial had
 WARCs and JSONL. Reported: the median wall seconds of the whole command and of each phase
-and helper step as the run reports them, and the ratio cluster / processes. Both sides must write
-the same shards (checked).
+and helper step as the run reports them, and the ratio cluster / processes; the CPU seconds of
+every process by part (the driver, the task processes, Ray's services, the S3 server), and the task
+processes' by thread (the tasks' code runs on the main thread, on both sides: what the rest adds is
+beside it). Both sides must write the same shards (checked).
 """
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def run(side: str, config: Path, env: dict, address: str | None) -> tuple[float,
         raise SystemExit(f"{side}: {' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     steps = {name.strip(): float(s) for _, name, s in _STEP.findall(done.stderr)}
     # The cluster's services and the S3 server run during both sides' runs (idle on one).
-    return wall, steps, sampler.by_kind()
+    return wall, steps, sampler.by_kind() | {THREAD + name: cpu for name, cpu in sampler.by_thread().items()}
 
 
 class _CpuSampler(threading.Thread):
@@ -85,11 +87,17 @@ class _CpuSampler(threading.Thread):
         super().__init__(daemon=True)
         self.first: dict[tuple[int, float], float] = {}
         self.last: dict[tuple[int, float], tuple[float, str]] = {}
+        # The task processes' threads, by name: the task's code runs on the main thread (on both
+        # sides); the rest is what each process runs beside it (fsspec's event loop, Arrow's I/O
+        # pool; in a Ray worker also its core worker's gRPC and event-loop threads).
+        self.thread_first: dict[tuple[int, float, int], float] = {}
+        self.threads: dict[tuple[int, float, int], tuple[float, str]] = {}
         self._done = threading.Event()
 
     def __enter__(self) -> "_CpuSampler":
         self._sample()
         self.first = {key: cpu for key, (cpu, _) in self.last.items()}
+        self.thread_first = {key: cpu for key, (cpu, _) in self.threads.items()}
         self.start()
         return self
 
@@ -108,8 +116,20 @@ class _CpuSampler(threading.Thread):
                 t = proc.cpu_times()
                 kind = self.last[key][1] if key in self.last else _kind(proc)
                 self.last[key] = (t.user + t.system, kind)
+                if kind == TASK_PROCESSES:
+                    for th in proc.threads():
+                        tkey = (*key, th.id)
+                        name = self.threads[tkey][1] if tkey in self.threads else _thread_name(proc.pid, th.id)
+                        self.threads[tkey] = (th.user_time + th.system_time, name)
             except psutil.Error:
                 continue
+
+    def by_thread(self) -> dict[str, float]:
+        """The task processes' CPU seconds by thread name (digits dropped: one name per pool)."""
+        totals: dict[str, float] = {}
+        for key, (cpu, name) in self.threads.items():
+            totals[name] = totals.get(name, 0.0) + cpu - self.thread_first.get(key, 0.0)
+        return totals
 
     def by_kind(self) -> dict[str, float]:
         """Seconds by kind, and how many processes of each kind started during the block."""
@@ -119,6 +139,20 @@ class _CpuSampler(threading.Thread):
             if key not in self.first:
                 totals[f"{kind}: processes started"] = totals.get(f"{kind}: processes started", 0) + 1
         return totals
+
+
+def _thread_name(pid: int, tid: int) -> str:
+    if tid == pid:
+        return "main thread (the task's code)"
+    try:
+        name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+    return re.sub(r"[\d_-]+$", "", name) or name
+
+
+TASK_PROCESSES = "task processes (worker processes, Ray workers)"
+THREAD = "  of which the thread "  # a part of TASK_PROCESSES, not counted again in the total
 
 
 def _kind(proc: psutil.Process) -> str:
@@ -133,7 +167,7 @@ def _kind(proc: psutil.Process) -> str:
         return "driver"
     if "ylink_data.pipeline.workers" in words or "default_worker.py" in words or (
             title.startswith("ray::") and not title.endswith("Agent")):
-        return "task processes (worker processes, Ray workers)"
+        return TASK_PROCESSES
     if "ylink_data.transform.extract_process" in words:
         return "extractor child processes"
     if name == "weed":
@@ -206,12 +240,13 @@ def main() -> None:
     print("| side | part | CPU s (or count) |")
     print("| --- | --- | ---: |")
     for side, runs in cpus.items():
-        parts = sorted({k for r in runs for k in r}, key=lambda k: -statistics.median(r.get(k, 0.0) for r in runs))
+        parts = sorted({k for r in runs for k in r}, key=lambda k: (k.startswith(THREAD), -statistics.median(r.get(k, 0.0) for r in runs)))
         for part in parts:
             med = statistics.median(r.get(part, 0.0) for r in runs)
             if med >= 0.05:
                 print(f"| {side} | {part} | {med:.0f} |" if part.endswith("started") else f"| {side} | {part} | {med:.1f} |")
-        total = statistics.median(sum(v for k, v in r.items() if not k.endswith("started")) for r in runs)
+        total = statistics.median(sum(v for k, v in r.items() if not k.endswith("started") and
+                                      not k.startswith(THREAD)) for r in runs)
         print(f"| {side} | **all** | **{total:.1f}** |")
 
 
