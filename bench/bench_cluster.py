@@ -126,19 +126,23 @@ class _CpuSampler(threading.Thread):
 
     def by_thread(self) -> dict[str, float]:
         """The task processes' CPU seconds by thread name (digits dropped: one name per pool)."""
-        totals: dict[str, float] = {}
-        for key, (cpu, name) in self.threads.items():
-            totals[name] = totals.get(name, 0.0) + cpu - self.thread_first.get(key, 0.0)
-        return totals
+        return _spent(self.threads, self.thread_first)
 
     def by_kind(self) -> dict[str, float]:
         """Seconds by kind, and how many processes of each kind started during the block."""
-        totals: dict[str, float] = {}
-        for key, (cpu, kind) in self.last.items():
-            totals[kind] = totals.get(kind, 0.0) + cpu - self.first.get(key, 0.0)
+        totals = _spent(self.last, self.first)
+        for key, (_, kind) in self.last.items():
             if key not in self.first:
                 totals[f"{kind}: processes started"] = totals.get(f"{kind}: processes started", 0) + 1
         return totals
+
+
+def _spent(last: dict, first: dict) -> dict[str, float]:
+    """CPU seconds by label between two samples: {key: (cpu, label)} last, {key: cpu} first."""
+    totals: dict[str, float] = {}
+    for key, (cpu, label) in last.items():
+        totals[label] = totals.get(label, 0.0) + cpu - first.get(key, 0.0)
+    return totals
 
 
 def _thread_name(pid: int, tid: int) -> str:
