@@ -1,15 +1,17 @@
-"""LSH banding and near-duplicate clusters in memory, for notebooks and samples: the same
-signatures, band keys and star-contraction components as the `minhash_dedup` op, without Ray."""
+"""LSH banding, and near-duplicate decisions in memory for notebooks and samples: the same
+signatures, band keys, candidates, verification and decisions as the `minhash_dedup` op."""
 from __future__ import annotations
 
+import hashlib
 from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from ..transform.units import unit_languages
-from .components import star_step
-from .minhash import DEFAULT_NUM_PERM, DEFAULT_SEED, DEFAULT_THRESHOLD, is_empty, lsh_params, signatures
+from .minhash import (DEFAULT_NUM_PERM, DEFAULT_SEED, DEFAULT_THRESHOLD, is_empty, lsh_params, shingle_hashes,
+                      signatures_from_hashes)
+from .verified import bucket_edges, pair_jaccard, priorities, resolve
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 # Weights for datasketch's optimal_param: recall first (at threshold 0.8: 14 bands x 9 rows, which
@@ -34,39 +36,43 @@ def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
-def components(x: np.ndarray, y: np.ndarray, n: int) -> np.ndarray:
-    """Component label (smallest member) of each of n nodes, given edges (x, y): alternating
-    large- and small-star steps until nothing changes, as the out-of-core version does."""
-    a, b = np.asarray(x, np.int64), np.asarray(y, np.int64)
-    previous = None
-    while True:
-        for large in (True, False):
-            a, b = star_step(np.r_[a, b], np.r_[b, a], large)
-        state = (a.tobytes(), b.tobytes())
-        if state == previous:
-            break
-        previous = state
-    labels = np.arange(n, dtype=np.int64)
-    np.minimum.at(labels, a, b)
-    return labels
+def source_keys(sources: Sequence[str | None]) -> np.ndarray:
+    """A 64-bit key per source value (blake2b of its UTF-8), XORed into the band keys of
+    `scope: per_source` so that documents of different sources never share a bucket."""
+    cache: dict[str | None, int] = {}
+    out = np.empty(len(sources), np.uint64)
+    for i, s in enumerate(sources):
+        if s not in cache:
+            cache[s] = int.from_bytes(hashlib.blake2b(("" if s is None else s).encode("utf-8", "surrogatepass"),
+                                                      digest_size=8, person=b"ylink-source").digest(), "little")
+        out[i] = cache[s]
+    return out
 
 
 def near_duplicates(texts: Sequence[str], langs: Sequence[str | None] | None = None, *,
                     threshold: float = DEFAULT_THRESHOLD, num_perm: int = DEFAULT_NUM_PERM,
-                    seed: int = DEFAULT_SEED, bands: int | None = None, rows: int | None = None) -> np.ndarray:
-    """Cluster labels for a list of texts: documents with the same label are near duplicates
-    (label = index of the cluster's first document; a document alone has its own index). Uses the
-    `minhash_dedup` op's defaults; for a corpus, run the op."""
+                    seed: int = DEFAULT_SEED, bands: int | None = None, rows: int | None = None,
+                    keep: str = "longest", verify: bool = True) -> np.ndarray:
+    """For a list of texts, the index of the kept document each one is a near copy of (its own
+    index where it is kept): the `minhash_dedup` op's decisions with its defaults, in memory
+    (candidates from LSH buckets, each removal verified by the exact Jaccard of shingle sets
+    against a kept document, the longest kept first). For a corpus, run the op."""
     texts = [t or "" for t in texts]
     langs = unit_languages("auto", pa.array(texts, pa.large_string()), langs)
     b, r = lsh_params(threshold, num_perm, FALSE_POSITIVE_WEIGHT, FALSE_NEGATIVE_WEIGHT, bands=bands, rows=rows)
-    sigs = signatures(texts, langs, num_perm=num_perm, seed=seed)
-    keys = band_keys(sigs, b, r)
+    hashes, offsets = shingle_hashes(texts, langs)
+    sigs = signatures_from_hashes(hashes, offsets, num_perm=num_perm, seed=seed)
     valid = np.flatnonzero(~np.asarray(is_empty(sigs), bool).reshape(-1))
-    key, node = keys[valid].reshape(-1), np.repeat(valid, b)
-    order = np.lexsort((node, key))
-    key, node = key[order], node[order]
-    new = np.r_[True, key[1:] != key[:-1]] if key.size else np.zeros(0, bool)
-    first = node[np.flatnonzero(new)][np.cumsum(new) - 1] if key.size else node
-    linked = ~new & (node != first)
-    return components(node[linked], first[linked], len(texts))
+    priority = priorities(keep, np.array([len(t) for t in texts], np.int64))
+    node = np.repeat(valid, b)
+    m, f, pm, pf = bucket_edges(band_keys(sigs[valid], b, r).reshape(-1), node, priority[node])
+    if verify:
+        similarity = pair_jaccard(hashes, offsets, m, f)
+        close = similarity >= threshold
+        m, f, pm, pf, similarity = m[close], f[close], pm[close], pf[close], similarity[close]
+    else:
+        similarity = np.full(m.size, np.nan)
+    decided = resolve(m, f, similarity, pm, pf)
+    labels = np.arange(len(texts), dtype=np.int64)
+    labels[decided.node[decided.removed]] = decided.dup_of[decided.removed]
+    return labels

@@ -9,6 +9,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..schema import INTERNAL_PREFIX
 from .fs import HashingWriter, atomic_write
 
 ROW_GROUP_ROWS = 4096
@@ -49,7 +50,8 @@ class ParquetFileWriter:
 
     def write(self, table: pa.Table) -> None:
         if self._writer is None:
-            small = [n for n in table.schema.names if n not in _PLAIN_COLUMNS]
+            # internal columns (a global op's keys: hashes, shingle sets) neither repeat nor get filtered
+            small = [n for n in table.schema.names if n not in _PLAIN_COLUMNS and not n.startswith(INTERNAL_PREFIX)]
             self._writer = pq.ParquetWriter(self._out, table.schema, compression=self._compression,
                                             use_dictionary=small, write_statistics=small)
         elif table.schema != self._writer.schema:

@@ -4,9 +4,13 @@ to run tasks (in as many partitions as `partitions` says), and one way to hand b
 A decision file is Parquet with columns `task`, `row`, `reason` (null keeps the row) and any extra
 columns the op adds to the documents (e.g. a duplicate-cluster id); rows refer to the position of a
 document in its task's parts. The next phase's tasks read only their own rows from these files.
+Columns named in the file's `ylink.rejected_only` metadata (a JSON list) are evidence about a
+removal (`minhash_dedup`'s `dup_of`): they go onto the rows written to `rejected/` only, so the
+kept documents' schema does not grow.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -18,7 +22,7 @@ from ..io.fs import join
 from ..io.parquet import ParquetFileWriter
 from .layout import RunLayout
 from .plan import StageRef
-from .tasks import internal_column
+from .tasks import REJECTED_ONLY_KEY, internal_column
 
 
 @dataclass
@@ -57,8 +61,10 @@ class GlobalContext:
         return self.work_path("decisions", f"{name}.parquet")
 
 
-def write_decision_file(layout: RunLayout, path: str, table: pa.Table) -> None:
+def write_decision_file(layout: RunLayout, path: str, table: pa.Table, rejected_only: Sequence[str] = ()) -> None:
     table = table.sort_by([("task", "ascending"), ("row", "ascending")])
+    if rejected_only:
+        table = table.replace_schema_metadata({REJECTED_ONLY_KEY: json.dumps(list(rejected_only)).encode()})
     writer = ParquetFileWriter(layout.fs, path, "zstd")
     writer.write(table)
     writer.close()

@@ -8,7 +8,7 @@ added beyond the first per document: 0 for pipelines without such ops. Per stage
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,9 @@ class StageStats:
     bytes_in: int = 0
     bytes_out: int = 0
     created: int = 0  # rows made beyond one per input row (fan-out ops: chunks, pairs)
+    # Named counts a global op gives when its decisions are applied (GlobalOp.decision_breakdowns):
+    # minhash_dedup's documents in and removed per source, and its removals' similarities.
+    breakdowns: defaultdict = field(default_factory=lambda: defaultdict(Counter))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "created": self.created, "out": self.docs_out,
@@ -37,13 +40,16 @@ class StageStats:
                                "bytes_out": self.bytes_out}
         if self.counters:
             out["counters"] = dict(sorted(self.counters.items()))
+        if self.breakdowns:
+            out["breakdowns"] = {k: dict(sorted(v.items())) for k, v in sorted(self.breakdowns.items())}
         return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "StageStats":
+        breakdowns = defaultdict(Counter, {k: Counter(v) for k, v in d.get("breakdowns", {}).items()})
         return cls(d["name"], d["in"], d["out"], Counter(d.get("dropped", {})), d.get("quarantined", 0),
                    d.get("seconds", 0.0), Counter(d.get("counters", {})), d.get("bytes_in", 0), d.get("bytes_out", 0),
-                   d.get("created", 0))
+                   d.get("created", 0), breakdowns)
 
     def add(self, other: "StageStats") -> None:
         self.docs_in += other.docs_in
@@ -55,6 +61,8 @@ class StageStats:
         self.bytes_in += other.bytes_in
         self.bytes_out += other.bytes_out
         self.created += other.created
+        for key, counts in other.breakdowns.items():
+            self.breakdowns[key].update(counts)
 
 
 @dataclass

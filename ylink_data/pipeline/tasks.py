@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -33,6 +34,7 @@ from .stats import TaskStats
 BATCH_DOCS = 2048
 BATCH_TEXT_BYTES = 8 * 1024 * 1024
 DECISION_COLUMNS = ("task", "row", "reason")
+REJECTED_ONLY_KEY = b"ylink.rejected_only"  # a decision file's columns for rejected/ rows only (global_phase)
 CRASH_TASK_ENV, CRASH_TIMES_ENV, CRASH_EXIT_CODE = "YLINK_TEST_CRASH_TASK", "YLINK_TEST_CRASH_TIMES", 137  # see _crash_if_asked
 
 
@@ -309,30 +311,39 @@ def _document_table(cols: dict[str, list]) -> pa.Table:
 
 def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:
     """Later phases: the previous phase's kept documents, minus what the global op decided to drop."""
-    idx, name, _ = spec.phase.incoming
+    idx, name, params = spec.phase.incoming
     stage = stats.stage(idx, name)
+    op = cached_op(name, params, spec.cfg)
     decisions = read_decisions(layout, spec.decisions, spec.task)
     row = 0
     for path in spec.parts:
         with layout.fs.open(path, "rb") as f:
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_DOCS):
+            pf = pq.ParquetFile(f)
+            # the global op's keys (internal columns) are not read: they can be large (shingle sets)
+            columns = [c for c in pf.schema_arrow.names if not c.startswith(INTERNAL_PREFIX)]
+            for batch in pf.iter_batches(batch_size=BATCH_DOCS, columns=columns):
                 started = time.perf_counter()
                 table = pa.Table.from_batches([batch])
-                table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
                 n = table.num_rows
                 rows = range(row, row + n)
                 row += n
                 stage.docs_in += n
                 stage.bytes_in += text_bytes_of(table)
                 reasons = [decisions.reasons.get(r) for r in rows]
+                evidence = table
                 for column, values in decisions.columns.items():
-                    table = table.append_column(column, pa.array([values.get(r) for r in rows],
-                                                                 decisions.types[column]))
-                if any(reasons):
-                    keep = pa.array([r is None for r in reasons])
-                    dropped = [r for r in reasons if r is not None]
-                    stage.dropped.update(dropped)
-                    out.reject(idx, table.filter(pc.invert(keep)), dropped)
+                    values = pa.array([values.get(r) for r in rows], decisions.types[column])
+                    evidence = evidence.append_column(column, values)
+                    if column not in decisions.rejected_only:
+                        table = table.append_column(column, values)
+                dropped = np.array([r is not None for r in reasons], bool)
+                for key, counts in op.decision_breakdowns(evidence, dropped).items():
+                    stage.breakdowns[key].update(counts)
+                if dropped.any():
+                    keep = pa.array(~dropped)
+                    gone = [r for r in reasons if r is not None]
+                    stage.dropped.update(gone)
+                    out.reject(idx, evidence.filter(pa.array(dropped)), gone)
                     table = table.filter(keep)
                 stage.docs_out += table.num_rows
                 stage.bytes_out += text_bytes_of(table)
@@ -346,31 +357,33 @@ class Decisions:
     reasons: dict[int, str]
     columns: dict[str, dict[int, Any]]
     types: dict[str, pa.DataType]
+    rejected_only: set[str] = field(default_factory=set)  # columns written to rejected/ rows only
 
 
 def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
     """The rows of `task` a global op decided about: drop reasons and any columns it adds."""
-    reasons: dict[int, str] = {}
-    columns: dict[str, dict[int, Any]] = {}
-    types: dict[str, pa.DataType] = {}
+    out = Decisions({}, {}, {})
     for path in files:
         with layout.fs.open(path, "rb") as f:
             table = pq.read_table(f, filters=[("task", "=", task)])
+        meta = table.schema.metadata or {}
+        if REJECTED_ONLY_KEY in meta:
+            out.rejected_only.update(json.loads(meta[REJECTED_ONLY_KEY]))
         # Every task adds the op's columns (null where it decided nothing), so shards share a schema.
         for name in table.column_names:
             if name not in DECISION_COLUMNS:
-                columns.setdefault(name, {})
-                types[name] = table.schema.field(name).type
+                out.columns.setdefault(name, {})
+                out.types[name] = table.schema.field(name).type
         if table.num_rows == 0:
             continue
         rows = table.column("row").to_pylist()
         for r, reason in zip(rows, table.column("reason").to_pylist()):
             if reason is not None:
-                reasons[r] = reason
+                out.reasons[r] = reason
         for name in table.column_names:
             if name not in DECISION_COLUMNS:
-                columns.setdefault(name, {}).update(zip(rows, table.column(name).to_pylist()))
-    return Decisions(reasons, columns, types)
+                out.columns[name].update(zip(rows, table.column(name).to_pylist()))
+    return out
 
 
 # ----------------------------------------------------------------------------- ops

@@ -27,6 +27,8 @@ from ..timelimit import DocumentTimeout, time_limit
 from ..transform import units
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..pipeline.global_phase import GlobalContext
 
 
@@ -335,6 +337,12 @@ class GlobalOp(Op):
 
     def resolve(self, ctx: "GlobalContext") -> None:
         raise NotImplementedError
+
+    def decision_breakdowns(self, table: pa.Table, dropped: "np.ndarray") -> dict[str, Counter]:
+        """Counts for stats.json's `breakdowns` of this op's stage, per batch of the phase that applies
+        its decisions: `table` holds the documents with the decision columns, `dropped` marks the
+        rows removed. Summed over tasks (`minhash_dedup`: removals per source)."""
+        return {}
 
 
 def documents(table: pa.Table) -> list[Document]:

@@ -1,35 +1,47 @@
-"""minhash_dedup: near-duplicate removal across the whole run with MinHash-LSH, out of core on Ray.
+"""minhash_dedup: near-duplicate removal across the whole run, where every removal is a measured near
+copy of a document that is kept.
 
 1. keys (in the map tasks, where the documents are): a MinHash signature per document
    (`ylink_data.dedup.minhash`: word 5-grams, or character 5-grams for Chinese and Japanese by the
    `lang` column, or by script where no langid ran), cut into `bands` x `rows`: datasketch's
-   `optimal_param` for `threshold`, weighted 0.9 against false negatives (its default 0.5/0.5 gives
-   9 x 13 at 0.8, which finds a pair of Jaccard 0.80 only 40% of the time and measured recall 0.88;
-   0.1/0.9 gives 14 x 9: 87% at 0.80, 97.5% at 0.85). Precision is kept by `verify`, or by the
-   fact that false candidates rarely land in the same bucket; both are overridable. Each band
-   becomes one 64-bit bucket key. Documents without a single shingle get no keys.
-2. buckets: keys are shuffled by hash into partitions spilled to Parquet; in each partition,
-   documents sharing a bucket are linked to the bucket's first document (a star, not all pairs).
-3. clusters: connected components of those links, out of core (`ylink_data.dedup.components`).
-4. keep one per cluster, deterministically: `first` (input order), `longest` (most characters), or
-   `highest_score` (`score_column`, e.g. a quality classifier's `quality_score`); ties go to input
-   order. The others are dropped with reason `minhash_dedup`. `cluster_columns: true` adds
-   `dup_cluster_id` (the kept document's id) and `dup_cluster_size` to clustered documents.
+   `optimal_param` for `threshold`, weighted 0.9 against false negatives (0.1/0.9 gives 14 x 9 at
+   0.8: a pair of Jaccard 0.80 shares a bucket 87% of the time, 0.85 97.5%). Each band becomes one
+   64-bit bucket key. With `verify` (the default) the document's shingle hashes are kept too.
+   Documents without a single shingle get no keys.
+2. candidate pairs: keys are shuffled by hash into partitions spilled to Parquet; in each bucket
+   every document is paired with the bucket's best-ranked document (the one `keep` prefers:
+   `longest` by default, then input order).
+3. verification: the two documents of each pair meet in one partition with their shingle sets, and
+   the pair stays only if the exact Jaccard of those sets reaches `threshold`.
+4. decisions (`ylink_data.dedup.verified.resolve`): in rank order, a document is removed when it was
+   verified against a document that is kept, naming the most similar one, and kept otherwise. No
+   document is removed through a chain of links or an LSH false positive. Its row in `rejected/`
+   has `dup_of` (the kept document's id) and `dup_similarity` (the exact Jaccard);
+   `cluster_columns: true` adds `dup_cluster_id` (the kept document's id) and `dup_cluster_size`
+   to the kept and removed documents of a cluster. stats.json counts, per source (`source_column`),
+   the documents that came in and those removed, and the similarities of the removals.
 
-`verify: true` checks each candidate pair by the exact Jaccard of its shingle sets before
-clustering (an extra shuffle of the candidates' shingles: slower, and a document linked to its
-bucket's first document only through a third one can be missed; off by default, as the LSH
-estimate is usually good enough). `save_index: URL` writes the bucket keys of the documents a run
-keeps; `index: URL` dedups a new run against them (incremental dedup across crawl snapshots): a
-new document near one in the index is dropped, the indexed one having been kept before.
+`verify: false` is the faster, looser mode: no shingle sets are stored or compared, and a document
+is removed when it shares one LSH bucket with a kept document. That is an estimate: two documents
+share a bucket at Jaccard 0.5 about 3% of the time, so on templated pages (shared boilerplate)
+some distinct documents are removed; its rows have no `dup_similarity`.
 
-Memory is bounded by `rows_per_partition` bucket keys (or edges) per task, not by the corpus, and
-every step after the keys runs in at least two partitions per CPU, so every core has work; neither
-changes which documents are kept.
+`scope: per_source` keeps one document per cluster and source (`source_column`): documents of
+different sources are never compared. `save_index: URL` writes the bucket keys and shingle sets of
+the documents a run keeps; `index: URL` dedups a new run against them (incremental dedup across
+crawl snapshots): a new document verified near an indexed one is removed, the indexed one having
+been kept before. Index files are checked against their sha256 before use.
+
+Memory is bounded by `rows_per_partition` bucket keys (or edges, or 4 x as many shingle hashes) per
+task, not by the corpus, and every step after the keys runs in at least two partitions per CPU;
+neither changes which documents are kept. When the verified pairs fit in one task
+(`rows_per_partition`), one task decides them all; above that, they are first grouped into
+connected components out of core (`ylink_data.dedup.components`).
 """
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -40,8 +52,10 @@ import pyarrow.parquet as pq
 from pydantic import Field, PositiveInt
 
 from ..dedup import components
-from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys
-from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures
+from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys, source_keys
+from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures_from_hashes
+from ..dedup import verified
+from ..dedup.verified import bucket_edges, pair_jaccard, priorities
 from ..errors import InputError
 from ..io.fs import filesystem, read_json, write_json
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
@@ -49,11 +63,17 @@ from ..transform.units import unit_languages
 from . import register
 from .base import Fraction, GlobalOp
 
+REASON = "minhash_dedup"
+# Rejected rows only: the kept document a removed one copies, and their measured similarity.
+EVIDENCE_COLUMNS = ("dup_of", "dup_similarity")
+SIMILARITY_BINS = 20  # stats.json's histogram of the removals' similarities: 0.05 wide
+
 
 @register
 class MinHashDedup(GlobalOp):
-    """Drops near duplicates (estimated Jaccard similarity of shingle sets around `threshold` or
-    more) across the whole run, keeping one document per cluster; see the module docstring."""
+    """Removes near duplicates across the whole run: a document goes only when the exact Jaccard
+    of its shingle set with a document that is kept reaches `threshold`; that document is the
+    longest of its cluster by default. See the module docstring."""
 
     name = "minhash_dedup"
 
@@ -66,9 +86,11 @@ class MinHashDedup(GlobalOp):
                  unit: Literal["auto", "word", "char"] = "auto",
                  word_ngram: PositiveInt | None = None,
                  char_ngram: PositiveInt | None = None,
-                 keep: Literal["first", "longest", "highest_score"] = "first",
+                 keep: Literal["longest", "first", "highest_score"] = "longest",
                  score_column: str = "quality_score", cluster_columns: bool = False,
-                 verify: bool = False, index: str | None = None, save_index: str | None = None,
+                 verify: bool = True, scope: Literal["global", "per_source"] = "global",
+                 source_column: str = "source",
+                 index: str | None = None, save_index: str | None = None,
                  rows_per_partition: PositiveInt = 4_000_000, column: str = "text"):
         self.threshold, self.num_perm, self.seed = threshold, num_perm, seed
         self.column = column  # the text compared: `instruction` for generated instructions
@@ -80,12 +102,14 @@ class MinHashDedup(GlobalOp):
         self.word_ngram, self.char_ngram = word_ngram, char_ngram
         self.keep, self.score_column = keep, score_column
         self.cluster_columns, self.rows_per_partition = cluster_columns, rows_per_partition
-        self.verify, self.index, self.save_index = verify, index, save_index
+        self.verify, self.scope, self.source_column = verify, scope, source_column
+        self.index, self.save_index = index, save_index
 
     def index_meta(self) -> dict:
-        """What an index must have been built with for its bucket keys to mean the same."""
+        """What an index must have been built with for its bucket keys and shingles to mean the same."""
         return {"version": INDEX_VERSION, "num_perm": self.num_perm, "bands": self.bands, "rows": self.rows,
-                "seed": self.seed, "unit": self.unit, "word_ngram": self.word_ngram, "char_ngram": self.char_ngram}
+                "seed": self.seed, "unit": self.unit, "word_ngram": self.word_ngram, "char_ngram": self.char_ngram,
+                "scope": self.scope, "source_column": self.source_column if self.scope == "per_source" else None}
 
     def languages(self, table: pa.Table) -> list[str]:
         """Each document's unit family (`zh`: character shingles), by `lang` or else its script."""
@@ -93,18 +117,24 @@ class MinHashDedup(GlobalOp):
         return unit_languages("auto", table.column(self.column), langs)
 
     def keys(self, table: pa.Table) -> dict[str, pa.Array]:
-        if self.column not in table.column_names:
-            raise ValueError(f"minhash_dedup: no column {self.column!r} (columns: {', '.join(table.column_names)}); "
-                             f"set `column:`")
+        for name, why in ((self.column, "set `column:`"),
+                          (self.source_column if self.scope == "per_source" else None, "set `source_column:`")):
+            if name is not None and name not in table.column_names:
+                raise ValueError(f"minhash_dedup: no column {name!r} (columns: {', '.join(table.column_names)}); {why}")
         texts = [t or "" for t in table.column(self.column).to_pylist()]
-        sigs = signatures(texts, self.languages(table), num_perm=self.num_perm, seed=self.seed, unit=self.unit,
-                          word_ngram=self.word_ngram, char_ngram=self.char_ngram)
+        hashes, offsets = shingle_hashes(texts, self.languages(table), unit=self.unit, word_ngram=self.word_ngram,
+                                         char_ngram=self.char_ngram)
+        sigs = signatures_from_hashes(hashes, offsets, num_perm=self.num_perm, seed=self.seed)
         keys = band_keys(sigs, self.bands, self.rows)
+        if self.scope == "per_source":
+            keys ^= source_keys(table.column(self.source_column).to_pylist())[:, None]
         flat = pa.array(keys.reshape(-1), pa.uint64())
         bands = pa.FixedSizeListArray.from_arrays(flat, self.bands)
         empty = is_empty(sigs)
         out = {"bands": pa.array(bands, mask=np.asarray(empty)) if empty.any() else bands,
                "length": pa.array([len(t) for t in texts], pa.int64())}
+        if self.verify:
+            out["shingles"] = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(hashes, pa.uint32()))
         if self.keep == "highest_score":
             if self.score_column not in table.column_names:
                 raise ValueError(f"minhash_dedup: keep: highest_score needs a {self.score_column!r} column "
@@ -112,57 +142,91 @@ class MinHashDedup(GlobalOp):
             out["score"] = table.column(self.score_column).cast(pa.float64())
         return out
 
+    # ------------------------------------------------------------------------- the global phase
+
     def resolve(self, ctx: GlobalContext) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
-        index = SavedIndex.open(self.index, self.storage_options(self.index), self.index_meta()) if self.index else None
-        indexed = index.documents if index else 0
-        partitions = ctx.partitions((ctx.total_rows + indexed) * self.bands, self.rows_per_partition)
+        index = (SavedIndex.open(self.index, self.storage_options(self.index), self.index_meta(), self.verify)
+                 if self.index else None)
+        index_files = index.files() if index else []
+        owners = Owners(offsets, [first for _, first, _, _ in index_files])
+        partitions = ctx.partitions((ctx.total_rows + (index.documents if index else 0)) * self.bands,
+                                    self.rows_per_partition)
         work = ctx.work_path("minhash")
-        cols = [ctx.key_column("bands"), ctx.key_column("length"), "id"]
-        if self.keep == "highest_score":
-            cols.append(ctx.key_column("score"))
-        args = [(ctx.layout, t, ctx.parts[t], int(offsets[i]), cols, partitions, work) for i, t in enumerate(tasks)]
-        ctx.run_tasks(_emit_keys, args, "minhash_dedup: band keys")
-        if index:
-            # Earlier documents get negative node numbers: they sort first, so a cluster that holds one
-            # keeps it (it is already in an earlier output) and drops every new member.
-            args = [(index.fs, path, -1 - first - rows, rows, partitions, ctx.layout.fs, work)
-                    for path, first, rows in index.files()]
-            ctx.run_tasks(_emit_index_keys, args, "minhash_dedup: index keys")
-        edges = ctx.run_tasks(_bucket_edges, [(ctx.layout, work, q, partitions) for q in range(partitions)],
-                              "minhash_dedup: candidate pairs")
-        start = "edges-0"
-        if self.verify and sum(edges):
-            edges = self._verify(ctx, work, tasks, offsets, partitions)
-            start = "edges-verified"
-        if sum(edges):
-            components.connected_components(ctx.layout.fs, work, partitions, ctx.run_tasks, start=start)
-            ctx.run_tasks(_attach_attributes, [(ctx.layout, work, p, partitions) for p in range(partitions)],
-                          "minhash_dedup: cluster members")
-            args = [(ctx.layout, work, q, tasks, offsets, self.keep, self.cluster_columns,
-                     ctx.decision_path(f"minhash_dedup-{q:05d}")) for q in range(partitions)]
-            written = ctx.run_tasks(_choose_kept, args, "minhash_dedup: keep one per cluster")
-            ctx.decisions += [path for path in written if path]
-        if self.save_index:
-            self._save_index(ctx, tasks, cols[0], index)
-
-    def _verify(self, ctx: GlobalContext, work: str, tasks: list[int], offsets: np.ndarray,
-                partitions: int) -> list[int]:
-        """Keep only candidate pairs whose exact shingle-set Jaccard reaches `threshold`."""
-        if self.index:
-            raise ValueError("minhash_dedup: verify needs every document's text, so it cannot be used with index")
         fs = ctx.layout.fs
-        ctx.run_tasks(_verify_requests, [(fs, work, p, partitions, offsets, tasks) for p in range(partitions)],
-                      "minhash_dedup: verify (requests)")
-        args = [(ctx.layout, self, work, t, ctx.parts[t], int(offsets[i]), partitions) for i, t in enumerate(tasks)]
-        ctx.run_tasks(_verify_shingles, args, "minhash_dedup: verify (shingle sets)")
-        return ctx.run_tasks(_verify_pairs, [(fs, work, q, partitions, self.threshold) for q in range(partitions)],
-                             "minhash_dedup: verify (exact Jaccard)")
+        cols = {"bands": ctx.key_column("bands"), "length": ctx.key_column("length")}
+        if self.keep == "highest_score":
+            cols["score"] = ctx.key_column("score")
+        if self.verify:
+            cols["shingles"] = ctx.key_column("shingles")
+        args = [(ctx.layout, t, ctx.parts[t], int(offsets[i]), cols, self.keep, partitions, work)
+                for i, t in enumerate(tasks)]
+        emitted = ctx.run_tasks(_emit_keys, args, "minhash_dedup: band keys")
+        if index:
+            args = [(index.fs, path, sha, first, rows, partitions, fs, work) for path, first, rows, sha in index_files]
+            ctx.run_tasks(_emit_index_keys, args, "minhash_dedup: index keys")
+        pairs = sum(ctx.run_tasks(_bucket_edges, [(fs, work, q, owners) for q in range(partitions)],
+                                  "minhash_dedup: candidate pairs"))
+        if pairs:
+            # Compare partitions hold shingle sets: sized by the hashes they receive (about two
+            # documents' worth a pair), at 4 hashes of 4 bytes for each 16-byte key of a key partition.
+            per_doc = sum(h for _, h in emitted) / max(1, sum(d for d, _ in emitted))
+            compare_parts = ctx.partitions(int(2 * pairs * max(per_doc, 1)), max(4 * self.rows_per_partition, 1 << 20))
+            holders = [TaskDocuments(ctx.layout, ctx.parts[t], int(offsets[o]), cols.get("shingles"))
+                       for o, t in enumerate(tasks)]
+            holders += [IndexDocuments(index.fs, path, sha, first, self.verify) for path, first, _, sha in index_files]
+            ctx.run_tasks(_ship_sets, [(fs, work, o, h, compare_parts) for o, h in enumerate(holders)],
+                          "minhash_dedup: shingle sets")
+            # The verified pairs are fewer than the candidates, themselves fewer than the keys: the
+            # key partitions bound them (and the components, if they do not fit in one task).
+            verified = ctx.run_tasks(_compare, [(fs, work, q, partitions, self.threshold, self.verify)
+                                                for q in range(compare_parts)], "minhash_dedup: exact Jaccard")
+            if sum(verified):
+                self._decide(ctx, work, partitions, sum(verified), tasks, offsets)
+        if self.save_index:
+            self._save_index(ctx, tasks, index)
 
-    def _save_index(self, ctx: GlobalContext, tasks: list[int], bands_col: str,
-                    previous: "SavedIndex | None") -> None:
-        """Bucket keys of every document this run keeps (and of the index it read), for later runs."""
+    def _decide(self, ctx: GlobalContext, work: str, parts: int, pairs: int, tasks: list[int],
+                offsets: np.ndarray) -> None:
+        """Decisions over the verified pairs: in one task when they fit in one, else per connected
+        component (every pair of a component in one partition), out of core."""
+        fs = ctx.layout.fs
+        label = "minhash_dedup: keep one per cluster"
+        if pairs <= self.rows_per_partition:
+            folders = [f"{work}/verified/to-{p:05d}" for p in range(parts)]
+            written = ctx.run_tasks(_decide_task, [(ctx.layout, folders, tasks, offsets, self.cluster_columns,
+                                                    ctx.decision_path("minhash_dedup-00000"))], label)
+        else:
+            ctx.run_tasks(_component_edges, [(fs, work, p, parts) for p in range(parts)],
+                          "minhash_dedup: components (edges)")
+            components.connected_components(fs, work, parts, ctx.run_tasks, start="edges-verified")
+            ctx.run_tasks(_group_by_component, [(fs, work, p, parts) for p in range(parts)],
+                          "minhash_dedup: components (pairs)")
+            args = [(ctx.layout, [f"{work}/grouped/to-{q:05d}"], tasks, offsets, self.cluster_columns,
+                     ctx.decision_path(f"minhash_dedup-{q:05d}")) for q in range(parts)]
+            written = ctx.run_tasks(_decide_task, args, label)
+        ctx.decisions += [path for path in written if path]
+
+    def decision_breakdowns(self, table: pa.Table, dropped: np.ndarray) -> dict[str, Counter]:
+        """Per source (`source_column`) the documents this op saw and those it removed, and the
+        removals' similarities in bins of 0.05 (`0.80` holds [0.80, 0.85); `1.00` exact copies)."""
+        if self.source_column in table.column_names:
+            sources = table.column(self.source_column).cast(pa.string()).fill_null("(none)").to_pylist()
+        else:
+            sources = ["(none)"] * table.num_rows
+        out = {"in_by_source": Counter(sources),
+               "removed_by_source": Counter(s for s, d in zip(sources, dropped) if d)}
+        if "dup_similarity" in table.column_names and dropped.any():
+            sims = table.column("dup_similarity").to_numpy(zero_copy_only=False)[dropped]
+            sims = sims[~np.isnan(sims)]
+            bins = np.minimum(np.floor(sims * SIMILARITY_BINS + 1e-9), SIMILARITY_BINS) / SIMILARITY_BINS
+            out["similarity"] = Counter(f"{b:.2f}" for b in bins)
+        return out
+
+    def _save_index(self, ctx: GlobalContext, tasks: list[int], previous: "SavedIndex | None") -> None:
+        """Bucket keys and shingle sets of every document this run keeps (and of the index it read),
+        for later runs."""
         fs, root = filesystem(self.save_index, self.storage_options(self.save_index))
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
@@ -173,15 +237,18 @@ class MinHashDedup(GlobalOp):
             for t, r in zip(gone.column("task").to_pylist(), gone.column("row").to_pylist()):
                 dropped[t].append(r)
         stamp = hashlib.sha256(ctx.layout.url.encode()).hexdigest()[:12]
-        args = [(ctx.layout, ctx.parts[t], [bands_col, "id"], sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{t:05d}.parquet")
+        cols = [ctx.key_column("bands"), "id"] + ([ctx.key_column("shingles")] if self.verify else [])
+        args = [(ctx.layout, ctx.parts[t], cols, sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{t:05d}.parquet")
                 for t in tasks]
-        files = [(name, rows) for name, rows in ctx.run_tasks(_write_index_part, args, "minhash_dedup: save index")
-                 if rows]
+        files = [written for written in ctx.run_tasks(_write_index_part, args, "minhash_dedup: save index")
+                 if written["rows"]]
         if previous:
             files = previous.copy_to(fs, root) + files
-        write_json(fs, f"{root}/{INDEX_FILE}", {**self.index_meta(), "documents": sum(r for _, r in files),
-                                               "files": [{"path": name, "rows": rows} for name, rows in files]})
+        write_json(fs, f"{root}/{INDEX_FILE}", {**self.index_meta(), "shingles": self.verify,
+                                               "documents": sum(f["rows"] for f in files), "files": files})
 
+
+# ----------------------------------------------------------------------------- files of the phase
 
 def _write(fs, path: str, table: pa.Table) -> None:
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
@@ -198,246 +265,341 @@ def _split_by_partition(table: pa.Table, part: np.ndarray, partitions: int):
             yield q, table.slice(bounds[q], bounds[q + 1] - bounds[q])
 
 
-def _read_all(fs, folder: str) -> pa.Table | None:
-    files = sorted(fs.glob(f"{folder}/*.parquet")) if fs.exists(folder) else []
+def _read_all(fs, *folders: str) -> pa.Table | None:
     tables = []
-    for path in files:
-        with fs.open(path, "rb") as f:
-            tables.append(pq.read_table(f))
+    for folder in folders:
+        for path in sorted(fs.glob(f"{folder}/*.parquet")) if fs.exists(folder) else []:
+            with fs.open(path, "rb") as f:
+                tables.append(pq.read_table(f))
     return pa.concat_tables(tables) if tables else None
 
 
-def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols: list[str], partitions: int,
-               work: str) -> int:
-    """Bucket keys (key, node) by key partition, and each document's attributes by node partition."""
-    table = read_key_columns(layout, paths, cols)
+@dataclass(frozen=True)
+class Owners:
+    """Which task of the run (0..T-1, by position) or which index file (T + k) holds a document:
+    this run's documents are numbered by input order from 0, an index's from -1 down."""
+
+    offsets: np.ndarray  # first node of each task, and the total
+    index_firsts: list[int]  # first document number (0, 1, ...) of each index file
+
+    def of(self, node: np.ndarray) -> np.ndarray:
+        tasks = len(self.offsets) - 1
+        out = np.searchsorted(self.offsets, node, side="right") - 1
+        earlier = node < 0
+        if earlier.any():
+            out[earlier] = tasks + np.searchsorted(np.asarray(self.index_firsts), -1 - node[earlier], side="right") - 1
+        return out
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1 + len(self.index_firsts)
+
+
+def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols: dict[str, str], keep: str,
+               partitions: int, work: str) -> tuple[int, int]:
+    """Bucket rows (key, node, priority) by key partition. Returns (documents, shingle hashes)."""
+    table = read_key_columns(layout, paths, [c for k, c in cols.items() if k != "shingles"])
     nodes = offset + table.column("row").to_numpy()
-    attrs = pa.table({"node": nodes, "id": table.column("id"), "length": table.column(cols[1]),
-                      "score": table.column(cols[3]) if len(cols) > 3 else pa.nulls(table.num_rows, pa.float64())})
-    for q, part in _split_by_partition(attrs, components.partition_of(nodes, partitions), partitions):
-        _write(layout.fs, f"{work}/attrs/to-{q:05d}/from-{task:05d}.parquet", part)
-    bands = table.column(cols[0])
+    score = table.column(cols["score"]).to_numpy(zero_copy_only=False) if "score" in cols else None
+    priority = priorities(keep, table.column(cols["length"]).to_numpy(), score)
+    bands = table.column(cols["bands"])
     valid = np.asarray(bands.is_valid())
-    if not valid.any():
-        return 0
-    width = bands.type.list_size
-    keys = bands.filter(pa.array(valid)).combine_chunks().flatten().to_numpy().reshape(-1, width)
-    node_rep = np.repeat(nodes[valid], width)
-    flat = keys.reshape(-1)
-    table = pa.table({"key": flat, "node": node_rep})
-    for q, part in _split_by_partition(table, flat % np.uint64(partitions), partitions):
-        _write(layout.fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.parquet", part)
-    return int(flat.size)
+    if valid.any():
+        width = bands.type.list_size
+        keys = bands.filter(pa.array(valid)).combine_chunks().flatten().to_numpy()
+        rows = pa.table({"key": keys, "node": np.repeat(nodes[valid], width),
+                         "priority": np.repeat(priority[valid], width)})
+        for q, part in _split_by_partition(rows, keys % np.uint64(partitions), partitions):
+            _write(layout.fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.parquet", part)
+    hashes = _values_in(layout.fs, paths, cols["shingles"]) if "shingles" in cols else 0
+    return int(table.num_rows), hashes
 
 
-def _bucket_edges(layout: RunLayout, work: str, q: int, partitions: int) -> int:
-    """Link every document of a bucket to the bucket's first document."""
-    table = _read_all(layout.fs, f"{work}/buckets/to-{q:05d}")
+def _values_in(fs, paths: list[str], column: str) -> int:
+    """Values of a list column in Parquet files, from their footers (no data read)."""
+    total = 0
+    for path in paths:
+        with fs.open(path, "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+        at = [i for i in range(meta.num_columns) if meta.schema.column(i).path.split(".")[0] == column]
+        total += sum(meta.row_group(g).column(i).num_values for g in range(meta.num_row_groups) for i in at)
+    return total
+
+
+def _bucket_edges(fs, work: str, q: int, owners: Owners) -> int:
+    """Candidate pairs of partition q's buckets, as requests to the documents' owners: each pair
+    (m, f) asks m's owner for m's set and f's owner for f's, both sent to f's compare partition."""
+    table = _read_all(fs, f"{work}/buckets/to-{q:05d}")
     if table is None:
         return 0
-    key, node = table.column("key").to_numpy(), table.column("node").to_numpy()
-    order = np.lexsort((node, key))
-    key, node = key[order], node[order]
-    new = np.r_[True, key[1:] != key[:-1]]
-    first = node[np.flatnonzero(new)][np.cumsum(new) - 1]
-    linked = ~new & (node != first)
-    if not linked.any():
+    m, f, pm, pf = bucket_edges(table.column("key").to_numpy(), table.column("node").to_numpy(),
+                                table.column("priority").to_numpy())
+    if not m.size:
         return 0
-    components.write_edges(layout.fs, f"{work}/edges-0", q, node[linked], first[linked], partitions)
-    return int(linked.sum())
+    requests = pa.table({"node": np.r_[m, f], "center": np.r_[f, f], "priority": np.r_[pm, pf]})
+    for o, part in _split_by_partition(requests, owners.of(requests.column("node").to_numpy()), owners.count):
+        _write(fs, f"{work}/requests/owner-{o:05d}/from-{q:05d}.parquet", part)
+    return int(m.size)
 
 
-def _attach_attributes(layout: RunLayout, work: str, p: int, partitions: int) -> int:
-    """Join a partition's labels with its documents' attributes; re-shuffle by cluster label."""
-    with layout.fs.open(f"{work}/labels/labels-{p:05d}.parquet", "rb") as f:
-        labels = pq.read_table(f)
-    attrs = _read_all(layout.fs, f"{work}/attrs/to-{p:05d}")
-    if labels.num_rows == 0 or attrs is None:
+@dataclass(frozen=True)
+class TaskDocuments:
+    """One task's documents in its part files (node = first + row), with the key column of their shingles."""
+
+    layout: RunLayout
+    paths: list[str]
+    first: int
+    shingles: str | None
+
+    def read(self, nodes: np.ndarray) -> pa.Table:
+        """`id` (and `shingles`) of the given nodes (sorted, unique), read one part file at a time."""
+        rows = nodes - self.first
+        columns = ["id"] + ([self.shingles] if self.shingles else [])
+        tables, start = [], 0
+        for path in self.paths:
+            with self.layout.fs.open(path, "rb") as f:
+                pf = pq.ParquetFile(f)
+                n = pf.metadata.num_rows
+                lo, hi = np.searchsorted(rows, [start, start + n])
+                if hi > lo:
+                    tables.append(pf.read(columns=columns).take(pa.array(rows[lo:hi] - start)))
+            start += n
+        table = pa.concat_tables(tables)
+        return table.rename_columns(["id", "shingles"][:len(columns)])
+
+
+@dataclass(frozen=True)
+class IndexDocuments:
+    """One file of a saved index (node = -1 - first - row), checked against its sha256."""
+
+    fs: Any
+    path: str
+    sha256: str
+    first: int
+    shingles: bool
+
+    def read(self, nodes: np.ndarray) -> pa.Table:
+        rows = -1 - self.first - nodes
+        table = read_index_file(self.fs, self.path, self.sha256, ["id"] + (["shingles"] if self.shingles else []))
+        return table.take(pa.array(rows))
+
+
+def _ship_sets(fs, work: str, owner: int, documents: "TaskDocuments | IndexDocuments", partitions: int) -> int:
+    """An owner's answer to the requests for its documents: (center, node, priority, id[, shingles])
+    rows, each sent to its center's compare partition."""
+    requests = _read_all(fs, f"{work}/requests/owner-{owner:05d}")
+    if requests is None:
         return 0
-    attrs = attrs.sort_by("node")
-    at = np.searchsorted(attrs.column("node").to_numpy(), labels.column("node").to_numpy())
-    members = attrs.take(pa.array(at)).append_column("label", labels.column("label"))
-    label = labels.column("label").to_numpy()
-    for q, part in _split_by_partition(members, components.partition_of(label, partitions), partitions):
-        _write(layout.fs, f"{work}/clusters/to-{q:05d}/from-{p:05d}.parquet", part)
-    return members.num_rows
+    node, center = requests.column("node").to_numpy(), requests.column("center").to_numpy()
+    # once per (node, center): a pair is found in every key partition where it shares a bucket
+    _, once = np.unique(np.stack([node, center], axis=1), axis=0, return_index=True)
+    requests = requests.take(pa.array(np.sort(once)))
+    node, center = requests.column("node").to_numpy(), requests.column("center").to_numpy()
+    wanted = np.unique(node)
+    docs = documents.read(wanted)
+    at = pa.array(np.searchsorted(wanted, node))
+    out = requests
+    for name in docs.column_names:
+        out = out.append_column(name, docs.column(name).take(at))
+    for q, part in _split_by_partition(out, components.partition_of(center, partitions), partitions):
+        _write(fs, f"{work}/sets/to-{q:05d}/from-{owner:05d}.parquet", part)
+    return out.num_rows
 
 
-def _choose_kept(layout: RunLayout, work: str, q: int, tasks: list[int], offsets: np.ndarray, keep: str,
-                 cluster_columns: bool, path: str) -> str | None:
-    """The decisions about partition q's clusters, written to `path` (None: it holds none)."""
-    members = _read_all(layout.fs, f"{work}/clusters/to-{q:05d}")
-    if members is None or members.num_rows == 0:
-        return None
-    # Within each cluster the kept document sorts first: by policy, then input order (node).
-    node = members.column("node").to_numpy()
-    label = members.column("label").to_numpy()
-    if keep == "longest":
-        primary = -members.column("length").to_numpy()
-    elif keep == "highest_score":
-        primary = -np.nan_to_num(members.column("score").to_numpy(zero_copy_only=False), nan=-np.inf)
+def _compare(fs, work: str, q: int, partitions: int, threshold: float, verify: bool) -> int:
+    """The pairs of partition q (each document with its center): exact Jaccard of their shingle
+    sets, those reaching `threshold` kept (all of them, unmeasured, without `verify`), written by
+    the document's partition."""
+    table = _read_all(fs, f"{work}/sets/to-{q:05d}")
+    if table is None:
+        return 0
+    node, center = table.column("node").to_numpy(), table.column("center").to_numpy()
+    centers = np.flatnonzero(node == center)
+    centers = centers[np.argsort(center[centers], kind="stable")]
+    members = np.flatnonzero(node != center)
+    of = centers[np.searchsorted(center[centers], center[members])]
+    if verify:
+        sets = table.column("shingles").combine_chunks()
+        offsets = sets.offsets.to_numpy()
+        values = pc.list_flatten(sets).to_numpy()
+        similarity = pair_jaccard(values, offsets - offsets[0], members, of)
+        passed = similarity >= threshold
+        members, of, similarity = members[passed], of[passed], similarity[passed]
     else:
-        primary = node
-    order = np.lexsort((node, primary, node >= 0, label))  # earlier runs' documents (node < 0) first
-    members = members.take(pa.array(order))
-    label, node = label[order], node[order]
-    starts = np.r_[True, label[1:] != label[:-1]]
-    group = np.cumsum(starts) - 1
-    kept_index = np.flatnonzero(starts)
-    is_kept = starts
-    new = node >= 0  # decisions only for this run's documents
-    task_index = np.searchsorted(offsets, node[new], side="right") - 1
-    out = {"task": pa.array(np.asarray(tasks, np.int64)[task_index], pa.int32()),
-           "row": pa.array(node[new] - offsets[task_index], pa.int64()),
-           "reason": pa.array(np.where(is_kept[new], None, "minhash_dedup").tolist(), pa.string())}
+        similarity = np.full(members.size, np.nan)
+    if not members.size:
+        return 0
+    priority = table.column("priority").to_numpy()
+    m = node[members]
+    out = pa.table({"m": m, "f": center[members], "similarity": similarity, "priority_m": priority[members],
+                    "priority_f": priority[of], "id_f": table.column("id").take(pa.array(of))})
+    for p, part in _split_by_partition(out, components.partition_of(m, partitions), partitions):
+        _write(fs, f"{work}/verified/to-{p:05d}/from-{q:05d}.parquet", part)
+    return out.num_rows
+
+
+def _component_edges(fs, work: str, p: int, partitions: int) -> int:
+    """Partition p's verified pairs as the edges `components.connected_components` reads."""
+    table = _read_all(fs, f"{work}/verified/to-{p:05d}")
+    if table is None:
+        return 0
+    components.write_edges(fs, f"{work}/edges-verified", p, table.column("m").to_numpy(),
+                           table.column("f").to_numpy(), partitions)
+    return table.num_rows
+
+
+def _group_by_component(fs, work: str, p: int, partitions: int) -> int:
+    """Partition p's verified pairs sent to the partition of their component (its smallest node)."""
+    table = _read_all(fs, f"{work}/verified/to-{p:05d}")
+    if table is None:
+        return 0
+    with fs.open(f"{work}/labels/labels-{p:05d}.parquet", "rb") as f:
+        labels = pq.read_table(f)
+    nodes = labels.column("node").to_numpy()
+    label = labels.column("label").to_numpy()[np.searchsorted(nodes, table.column("m").to_numpy())]
+    for q, part in _split_by_partition(table, components.partition_of(label, partitions), partitions):
+        _write(fs, f"{work}/grouped/to-{q:05d}/from-{p:05d}.parquet", part)
+    return table.num_rows
+
+
+def _decide_task(layout: RunLayout, folders: list[str], tasks: list[int], offsets: np.ndarray,
+                 cluster_columns: bool, path: str) -> str | None:
+    """The decisions over the verified pairs in `folders` (whole components), written to `path`
+    (None: no pair)."""
+    table = _read_all(layout.fs, *folders)
+    if table is None or table.num_rows == 0:
+        return None
+    m, f = table.column("m").to_numpy(), table.column("f").to_numpy()
+    similarity = table.column("similarity").to_numpy()
+    decided = verified.resolve(m, f, similarity, table.column("priority_m").to_numpy(),
+                               table.column("priority_f").to_numpy())
+    gone = decided.removed
+    node, kept, edge = decided.node[gone], decided.dup_of[gone], decided.edge[gone]
+    ids = table.column("id_f").combine_chunks()
+    dup_of = ids.take(pa.array(edge))
+    cols = {"reason": pa.array([REASON] * node.size, pa.string()), "dup_of": dup_of,
+            "dup_similarity": pa.array(similarity[edge], pa.float64())}
     if cluster_columns:
-        sizes = np.diff(np.r_[kept_index, node.size])
-        out["dup_cluster_id"] = members.column("id").take(pa.array(kept_index[group][new]))
-        out["dup_cluster_size"] = pa.array(sizes[group][new], pa.int64())
-    write_decision_file(layout, path, pa.table(out))
+        heads, sizes = np.unique(kept, return_counts=True)
+        sizes += 1
+        cols["dup_cluster_id"] = dup_of
+        cols["dup_cluster_size"] = pa.array(sizes[np.searchsorted(heads, kept)], pa.int64())
+        # This run's kept documents that a removal names get a row too: their own id, from a pair to them.
+        ours = heads >= 0
+        centers, first = np.unique(f, return_index=True)
+        own = ids.take(pa.array(first[np.searchsorted(centers, heads[ours])]))
+        n = int(ours.sum())
+        node = np.r_[node, heads[ours]]
+        more = {"reason": pa.nulls(n, pa.string()), "dup_of": pa.nulls(n, pa.string()),
+                "dup_similarity": pa.nulls(n, pa.float64()), "dup_cluster_id": own,
+                "dup_cluster_size": pa.array(sizes[ours], pa.int64())}
+        cols = {k: pa.concat_arrays([v, more[k]]) for k, v in cols.items()}
+    task_index = np.searchsorted(offsets, node, side="right") - 1
+    decisions = pa.table({"task": pa.array(np.asarray(tasks, np.int64)[task_index], pa.int32()),
+                          "row": pa.array(node - offsets[task_index], pa.int64()), **cols})
+    write_decision_file(layout, path, decisions, rejected_only=EVIDENCE_COLUMNS)
     return path
 
 
 # ----------------------------------------------------------------------------- the saved index
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: shingle sets (verified removals) and a sha256 per file
 INDEX_FILE = "index.json"
+
+
+def read_index_file(fs, path: str, sha256: str, columns: list[str]) -> pa.Table:
+    """A key file of a saved index, read only when its bytes hash to what index.json says."""
+    data = fs.cat_file(path)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise InputError(f"minhash_dedup.index: {path} does not match the sha256 in {INDEX_FILE} (changed or "
+                         f"damaged since it was saved); rebuild the index with save_index")
+    return pq.read_table(pa.BufferReader(data), columns=columns)
 
 
 @dataclass
 class SavedIndex:
-    """A folder of bucket keys from earlier runs: `index.json` (the LSH parameters, the files) and
-    Parquet files with the kept documents' `id` and `bands`."""
+    """A folder of bucket keys and shingle sets from earlier runs: `index.json` (the LSH parameters,
+    the files with their rows and sha256) and Parquet files with the kept documents' `id`, `bands`
+    and `shingles`."""
 
     fs: Any
     root: str
     meta: dict
 
     @classmethod
-    def open(cls, url: str, storage_options: dict, expected: dict) -> "SavedIndex":
+    def open(cls, url: str, storage_options: dict, expected: dict, verify: bool) -> "SavedIndex":
         fs, root = filesystem(url, storage_options)
         root = root.rstrip("/")
         try:
             meta = read_json(fs, f"{root}/{INDEX_FILE}")
         except FileNotFoundError:
             raise InputError(f"minhash_dedup.index: no {INDEX_FILE} at {url} (write one with save_index)") from None
+        if meta.get("version") != INDEX_VERSION:
+            raise InputError(f"minhash_dedup.index: {url} is an index of version {meta.get('version')!r}, this "
+                             f"ylink reads version {INDEX_VERSION} (with shingle sets, to verify removals); rebuild "
+                             f"it with save_index")
         differ = {k: (meta.get(k), v) for k, v in expected.items() if meta.get(k) != v}
         if differ:
             said = ", ".join(f"{k}={a!r} (this op: {b!r})" for k, (a, b) in differ.items())
             raise InputError(f"minhash_dedup.index: {url} was built with {said}; use the same parameters")
+        if verify and not meta.get("shingles"):
+            raise InputError(f"minhash_dedup.index: {url} was saved with verify: false (no shingle sets); "
+                             f"rebuild it with verify: true, or set verify: false here too")
         return cls(fs, root, meta)
 
     @property
     def documents(self) -> int:
         return int(self.meta["documents"])
 
-    def files(self) -> list[tuple[str, int, int]]:
-        """(path, first document number, rows) per key file."""
+    def files(self) -> list[tuple[str, int, int, str]]:
+        """(path, first document number, rows, sha256) per key file."""
         out, first = [], 0
         for f in self.meta["files"]:
-            out.append((f"{self.root}/{f['path']}", first, int(f["rows"])))
+            out.append((f"{self.root}/{f['path']}", first, int(f["rows"]), f["sha256"]))
             first += int(f["rows"])
         return out
 
-    def copy_to(self, fs, root: str) -> list[tuple[str, int]]:
+    def copy_to(self, fs, root: str) -> list[dict]:
         same = fs is self.fs and root == self.root
-        out = []
         for f in self.meta["files"]:
             if not same:
-                with self.fs.open(f"{self.root}/{f['path']}", "rb") as src:
-                    table = pq.read_table(src)
-                _write(fs, f"{root}/{f['path']}", table)
-            out.append((f["path"], int(f["rows"])))
-        return out
+                data = self.fs.cat_file(f"{self.root}/{f['path']}")
+                if hashlib.sha256(data).hexdigest() != f["sha256"]:
+                    raise InputError(f"minhash_dedup.index: {self.root}/{f['path']} does not match its sha256; "
+                                     f"rebuild the index with save_index")
+                fs.pipe_file(f"{root}/{f['path']}", data)
+        return [dict(f) for f in self.meta["files"]]
 
 
-def _emit_index_keys(fs, path: str, last_node: int, rows: int, partitions: int, work_fs, work: str) -> int:
-    with fs.open(path, "rb") as f:
-        table = pq.read_table(f)
-    nodes = last_node + 1 + np.arange(rows, dtype=np.int64)[::-1]  # -1 - first - k, k = 0..rows-1
-    attrs = pa.table({"node": nodes, "id": table.column("id"), "length": pa.array(np.zeros(rows, np.int64)),
-                      "score": pa.nulls(rows, pa.float64())})
-    name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
-    for q, part in _split_by_partition(attrs, components.partition_of(nodes, partitions), partitions):
-        _write(work_fs, f"{work}/attrs/to-{q:05d}/index-{name}.parquet", part)
+def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitions: int, work_fs, work: str
+                     ) -> tuple[int, int]:
+    table = read_index_file(fs, path, sha256, ["bands"])
+    nodes = -1 - first - np.arange(rows, dtype=np.int64)
     bands = table.column("bands").combine_chunks()
     width = bands.type.list_size
     flat = bands.flatten().to_numpy()
-    keys = pa.table({"key": flat, "node": np.repeat(nodes, width)})
+    keys = pa.table({"key": flat, "node": np.repeat(nodes, width), "priority": np.zeros(flat.size)})
+    name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
     for q, part in _split_by_partition(keys, flat % np.uint64(partitions), partitions):
         _write(work_fs, f"{work}/buckets/to-{q:05d}/index-{name}.parquet", part)
-    return int(flat.size)
+    return 0, 0
 
 
 def _write_index_part(layout: RunLayout, paths: list[str], cols: list[str], dropped: list[int], fs,
-                      path: str) -> tuple[str, int]:
+                      path: str) -> dict:
     table = read_key_columns(layout, paths, cols)
     keep = np.asarray(table.column(cols[0]).is_valid())
     keep[np.asarray(dropped, np.int64)] = False
     table = table.filter(pa.array(keep))
-    if table.num_rows:
-        _write(fs, path, pa.table({"id": table.column("id"), "bands": table.column(cols[0])}))
-    return path.rsplit("/", 1)[-1], table.num_rows
-
-
-# ----------------------------------------------------------------------------- verification
-
-def _verify_requests(fs, work: str, p: int, partitions: int, offsets: np.ndarray, tasks: list[int]) -> int:
-    """Each candidate pair (once, a < b) asks the tasks holding its two documents for their shingles."""
-    a, b = components.read_edges(fs, f"{work}/edges-0", p)
-    keep = a < b
-    if not keep.any():
-        return 0
-    # a pair that shares several bands was linked once per band partition: ask once
-    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
-    a, b = pairs[:, 0], pairs[:, 1]
-    node = np.r_[a, b]
-    table = pa.table({"node": node, "a": np.r_[a, a], "b": np.r_[b, b]})
-    owner = np.searchsorted(offsets, node, side="right") - 1
-    for i, part in _split_by_partition(table, owner, len(tasks)):
-        _write(fs, f"{work}/verify/requests/task-{tasks[i]:05d}/from-{p:05d}.parquet", part)
-    return int(a.size)
-
-
-def _verify_shingles(layout: RunLayout, op: MinHashDedup, work: str, task: int, paths: list[str], offset: int,
-                     partitions: int) -> int:
-    requests = _read_all(layout.fs, f"{work}/verify/requests/task-{task:05d}")
-    if requests is None:
-        return 0
-    table = read_key_columns(layout, paths, [op.column, "lang"])
-    rows = requests.column("node").to_numpy() - offset
-    wanted = np.unique(rows)
-    docs = table.take(pa.array(wanted))
-    hashes, bounds = shingle_hashes([t or "" for t in docs.column(op.column).to_pylist()], op.languages(docs),
-                                    unit=op.unit, word_ngram=op.word_ngram, char_ngram=op.char_ngram)
-    sets = [np.unique(hashes[bounds[i]:bounds[i + 1]]) for i in range(len(wanted))]
-    at = np.searchsorted(wanted, rows)
-    values = pa.array([sets[i] for i in at], pa.list_(pa.uint32()))
-    out = pa.table({"a": requests.column("a"), "b": requests.column("b"), "node": requests.column("node"),
-                    "shingles": values})
-    edge = components.partition_of(out.column("a").to_numpy() ^ (out.column("b").to_numpy() * 31), partitions)
-    for q, part in _split_by_partition(out, edge, partitions):
-        _write(layout.fs, f"{work}/verify/sets/to-{q:05d}/task-{task:05d}.parquet", part)
-    return out.num_rows
-
-
-def _verify_pairs(fs, work: str, q: int, partitions: int, threshold: float) -> int:
-    table = _read_all(fs, f"{work}/verify/sets/to-{q:05d}")
-    if table is None:
-        return 0
-    table = table.sort_by([("a", "ascending"), ("b", "ascending"), ("node", "ascending")])
-    a, b, node = (table.column(c).to_numpy() for c in ("a", "b", "node"))
-    assert np.array_equal(node[0::2], a[0::2]) and np.array_equal(node[1::2], b[0::2]), "one row per side"
-    sets = table.column("shingles").to_pylist()
-    keep_a, keep_b = [], []
-    for i in range(0, table.num_rows - 1, 2):  # every pair has two rows: a's shingles, then b's
-        x, y = np.asarray(sets[i], np.uint32), np.asarray(sets[i + 1], np.uint32)
-        inter = np.intersect1d(x, y, assume_unique=True).size
-        union = x.size + y.size - inter
-        if union and inter / union >= threshold:
-            keep_a.append(a[i])
-            keep_b.append(b[i])
-    if keep_a:
-        components.write_edges(fs, f"{work}/edges-verified", q, np.asarray(keep_a, np.int64),
-                               np.asarray(keep_b, np.int64), partitions)
-    return len(keep_a)
+    name = path.rsplit("/", 1)[-1]
+    if not table.num_rows:
+        return {"path": name, "rows": 0}
+    out = {"id": table.column("id"), "bands": table.column(cols[0])}
+    if len(cols) > 2:
+        out["shingles"] = table.column(cols[2])
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(out), sink, compression="lz4")
+    data = sink.getvalue().to_pybytes()
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    fs.pipe_file(path, data)
+    return {"path": name, "rows": table.num_rows, "sha256": hashlib.sha256(data).hexdigest()}

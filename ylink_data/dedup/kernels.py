@@ -1,0 +1,117 @@
+"""The two loops of verified dedup that NumPy cannot vectorise, compiled with numba.
+
+- `pair_jaccard`: the exact Jaccard similarity of the shingle-hash *sets* of many document pairs.
+  Each pair's second document is put in a small open-addressing hash table (built once for a run
+  of pairs with the same second document: every member of a cluster is compared with its one
+  candidate), then the first document's hashes are probed, each counted once. Linear in the
+  shingles, no sorting: about 0.5 us a pair of 1 KB documents, where NumPy's sort-based set
+  operations take 10-20 us (bench/RESULTS.md, "Dedup that removes only redundancy").
+- `first_kept`: the greedy decision over ranked candidate edges (`verified.resolve`): documents in
+  rank order, each removed as a copy of its most similar candidate that is kept. A sequential
+  dependency (a candidate's fate is decided first), so a loop.
+
+Imported only by the functions that call them (numba's import costs ~0.4 s); compiled once per
+machine and cached next to this file (or in numba's user cache where this folder is read-only).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+@numba.njit(cache=True, nogil=True)
+def _slot(h, mask):
+    x = np.int64(h)  # shingle hashes are already mixed (fmix64); fold the high half in anyway
+    return (x ^ (x >> 16)) & mask
+
+
+@numba.njit(cache=True, nogil=True)
+def _table_size(n: int) -> int:
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def pair_jaccard(values, offsets, a, b):  # pragma: no cover - compiled
+    """Exact Jaccard |A ∩ B| / |A ∪ B| of the sets of `values[offsets[i]:offsets[i + 1]]` for each
+    pair (a[k], b[k]); 0.0 where both are empty. Pairs with equal `b` next to each other share one
+    table (sort the pairs by `b` for speed; any order gives the same result)."""
+    n_pairs = a.size
+    out = np.zeros(n_pairs, np.float64)
+    longest = 1
+    for i in range(offsets.size - 1):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    size = _table_size(longest)
+    keys_b = np.zeros(size, np.uint32)
+    stamp_b = np.zeros(size, np.int32)
+    keys_a = np.zeros(size, np.uint32)
+    stamp_a = np.zeros(size, np.int32)
+    current_b = -1
+    n_b = 0
+    mask_b = 0
+    epoch_b = 0
+    epoch_a = 0
+    for k in range(n_pairs):
+        if b[k] != current_b:  # a new second document: its set into table B
+            current_b = b[k]
+            epoch_b += 1
+            lo, hi = offsets[current_b], offsets[current_b + 1]
+            mask_b = _table_size(hi - lo) - 1
+            n_b = 0
+            for j in range(lo, hi):
+                h = values[j]
+                slot = _slot(h, mask_b)
+                while stamp_b[slot] == epoch_b and keys_b[slot] != h:
+                    slot = (slot + 1) & mask_b
+                if stamp_b[slot] != epoch_b:
+                    stamp_b[slot] = epoch_b
+                    keys_b[slot] = h
+                    n_b += 1
+        epoch_a += 1
+        lo, hi = offsets[a[k]], offsets[a[k] + 1]
+        mask_a = _table_size(hi - lo) - 1
+        n_a = 0
+        both = 0
+        for j in range(lo, hi):
+            h = values[j]
+            slot = _slot(h, mask_a)
+            while stamp_a[slot] == epoch_a and keys_a[slot] != h:
+                slot = (slot + 1) & mask_a
+            if stamp_a[slot] == epoch_a:
+                continue  # a repeat within A: a set counts it once
+            stamp_a[slot] = epoch_a
+            keys_a[slot] = h
+            n_a += 1
+            slot = _slot(h, mask_b)
+            while stamp_b[slot] == epoch_b:
+                if keys_b[slot] == h:
+                    both += 1
+                    break
+                slot = (slot + 1) & mask_b
+        union = n_a + n_b - both
+        out[k] = both / union if union else 0.0
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def first_kept(m, f, n_nodes):  # pragma: no cover - compiled
+    """Edges (m[e], f[e]) sorted by m, then by preference (most similar first); every f ranks
+    before its m (f < m). Walks the nodes in rank order: a node is removed when one of its
+    candidates is kept, the first such edge in preference order is its choice; else it is kept.
+    Returns (removed per node, chosen edge per node or -1)."""
+    removed = np.zeros(n_nodes, np.bool_)
+    choice = np.full(n_nodes, -1, np.int64)
+    e = 0
+    n_edges = m.size
+    while e < n_edges:
+        node = m[e]
+        chosen = -1
+        while e < n_edges and m[e] == node:
+            if chosen < 0 and not removed[f[e]]:
+                chosen = e
+            e += 1
+        if chosen >= 0:
+            removed[node] = True
+            choice[node] = chosen
+    return removed, choice
