@@ -26,7 +26,12 @@ import numpy as np
 def rank_order(node: np.ndarray, priority: np.ndarray) -> np.ndarray:
     """Indices that sort documents best first: earlier runs' documents (node < 0), then by
     priority, then by node (input order)."""
-    return np.lexsort((node, priority, node >= 0))
+    return np.lexsort((node, _ranked_priority(node, priority)))
+
+
+def _ranked_priority(node: np.ndarray, priority: np.ndarray) -> np.ndarray:
+    """The priority with earlier runs' documents first (-inf): one sort key instead of two."""
+    return np.where(node < 0, -np.inf, priority)
 
 
 def priorities(keep: str, length: np.ndarray, score: np.ndarray | None = None) -> np.ndarray:
@@ -45,16 +50,24 @@ def bucket_edges(key: np.ndarray, node: np.ndarray, priority: np.ndarray
     """Candidate pairs from bucket rows (key, node, priority): each document of a bucket paired with
     the bucket's best-ranked document, once per pair. Returns (m, f, priority of m, priority of f),
     f ranking before m. Earlier runs' documents (node < 0) are never an m: they are not decided."""
-    order = np.lexsort((node, priority, node >= 0, key))
+    order = np.lexsort((node, _ranked_priority(node, priority), key))
     key, node, priority = key[order], node[order], priority[order]
     new = np.r_[True, key[1:] != key[:-1]] if key.size else np.zeros(0, bool)
     head = np.flatnonzero(new)[np.cumsum(new) - 1]
     pair = ~new & (node != node[head]) & (node >= 0)
     m, f, pm, pf = node[pair], node[head[pair]], priority[pair], priority[head[pair]]
-    if not m.size:
-        return m, f, pm, pf
-    _, first = np.unique(np.stack([m, f], axis=1), axis=0, return_index=True)
-    return m[first], f[first], pm[first], pf[first]
+    once = first_of_pairs(m, f)
+    return m[once], f[once], pm[once], pf[once]
+
+
+def first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct pair (a[i], b[i]), in the pairs' sorted order
+    (two integer sorts: ~3x faster than np.unique(axis=0), which compares rows as bytes)."""
+    if not a.size:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    return order[np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]]
 
 
 def pair_jaccard(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

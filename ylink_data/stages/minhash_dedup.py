@@ -55,7 +55,7 @@ from ..dedup import components
 from ..dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys, source_keys
 from ..dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures_from_hashes
 from ..dedup import verified
-from ..dedup.verified import bucket_edges, pair_jaccard, priorities
+from ..dedup.verified import bucket_edges, first_of_pairs, pair_jaccard, priorities
 from ..errors import InputError
 from ..io.fs import filesystem, read_json, write_json
 from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
@@ -251,9 +251,11 @@ class MinHashDedup(GlobalOp):
 # ----------------------------------------------------------------------------- files of the phase
 
 def _write(fs, path: str, table: pa.Table) -> None:
+    """A work file of the phase: Arrow IPC, uncompressed. Hashes and shingle sets do not compress,
+    and Parquet's encoding of a list column cost more than the rest of the phase."""
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    with fs.open(path, "wb") as f:
-        pq.write_table(table, f, compression="lz4")
+    with fs.open(path, "wb") as f, pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table)
 
 
 def _split_by_partition(table: pa.Table, part: np.ndarray, partitions: int):
@@ -268,9 +270,9 @@ def _split_by_partition(table: pa.Table, part: np.ndarray, partitions: int):
 def _read_all(fs, *folders: str) -> pa.Table | None:
     tables = []
     for folder in folders:
-        for path in sorted(fs.glob(f"{folder}/*.parquet")) if fs.exists(folder) else []:
+        for path in sorted(fs.glob(f"{folder}/*.arrow")) if fs.exists(folder) else []:
             with fs.open(path, "rb") as f:
-                tables.append(pq.read_table(f))
+                tables.append(pa.ipc.open_file(pa.BufferReader(f.read())).read_all())
     return pa.concat_tables(tables) if tables else None
 
 
@@ -310,7 +312,7 @@ def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols
         rows = pa.table({"key": keys, "node": np.repeat(nodes[valid], width),
                          "priority": np.repeat(priority[valid], width)})
         for q, part in _split_by_partition(rows, keys % np.uint64(partitions), partitions):
-            _write(layout.fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.parquet", part)
+            _write(layout.fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.arrow", part)
     hashes = _values_in(layout.fs, paths, cols["shingles"]) if "shingles" in cols else 0
     return int(table.num_rows), hashes
 
@@ -338,7 +340,7 @@ def _bucket_edges(fs, work: str, q: int, owners: Owners) -> int:
         return 0
     requests = pa.table({"node": np.r_[m, f], "center": np.r_[f, f], "priority": np.r_[pm, pf]})
     for o, part in _split_by_partition(requests, owners.of(requests.column("node").to_numpy()), owners.count):
-        _write(fs, f"{work}/requests/owner-{o:05d}/from-{q:05d}.parquet", part)
+        _write(fs, f"{work}/requests/owner-{o:05d}/from-{q:05d}.arrow", part)
     return int(m.size)
 
 
@@ -351,21 +353,14 @@ class TaskDocuments:
     first: int
     shingles: str | None
 
-    def read(self, nodes: np.ndarray) -> pa.Table:
-        """`id` (and `shingles`) of the given nodes (sorted, unique), read one part file at a time."""
-        rows = nodes - self.first
+    def table(self) -> pa.Table:
+        """`id` (and `shingles`) of every row, part after part (no copy)."""
         columns = ["id"] + ([self.shingles] if self.shingles else [])
-        tables, start = [], 0
-        for path in self.paths:
-            with self.layout.fs.open(path, "rb") as f:
-                pf = pq.ParquetFile(f)
-                n = pf.metadata.num_rows
-                lo, hi = np.searchsorted(rows, [start, start + n])
-                if hi > lo:
-                    tables.append(pf.read(columns=columns).take(pa.array(rows[lo:hi] - start)))
-            start += n
-        table = pa.concat_tables(tables)
+        table = read_key_columns(self.layout, self.paths, columns).drop_columns(["row"])
         return table.rename_columns(["id", "shingles"][:len(columns)])
+
+    def rows(self, nodes: np.ndarray) -> np.ndarray:
+        return nodes - self.first
 
 
 @dataclass(frozen=True)
@@ -378,31 +373,34 @@ class IndexDocuments:
     first: int
     shingles: bool
 
-    def read(self, nodes: np.ndarray) -> pa.Table:
-        rows = -1 - self.first - nodes
-        table = read_index_file(self.fs, self.path, self.sha256, ["id"] + (["shingles"] if self.shingles else []))
-        return table.take(pa.array(rows))
+    def table(self) -> pa.Table:
+        return read_index_file(self.fs, self.path, self.sha256, ["id"] + (["shingles"] if self.shingles else []))
+
+    def rows(self, nodes: np.ndarray) -> np.ndarray:
+        return -1 - self.first - nodes
 
 
 def _ship_sets(fs, work: str, owner: int, documents: "TaskDocuments | IndexDocuments", partitions: int) -> int:
     """An owner's answer to the requests for its documents: (center, node, priority, id[, shingles])
-    rows, each sent to its center's compare partition."""
+    rows, each sent to its center's compare partition. The shingle sets are copied once (one
+    `take` in partition order): they are most of the bytes of the phase."""
     requests = _read_all(fs, f"{work}/requests/owner-{owner:05d}")
     if requests is None:
         return 0
     node, center = requests.column("node").to_numpy(), requests.column("center").to_numpy()
     # once per (node, center): a pair is found in every key partition where it shares a bucket
-    _, once = np.unique(np.stack([node, center], axis=1), axis=0, return_index=True)
-    requests = requests.take(pa.array(np.sort(once)))
-    node, center = requests.column("node").to_numpy(), requests.column("center").to_numpy()
-    wanted = np.unique(node)
-    docs = documents.read(wanted)
-    at = pa.array(np.searchsorted(wanted, node))
-    out = requests
+    once = first_of_pairs(node, center)
+    part = components.partition_of(center[once], partitions)
+    order = once[np.argsort(part, kind="stable")]
+    part = np.sort(part)
+    out = requests.take(pa.array(order))
+    docs = documents.table().take(pa.array(documents.rows(node[order])))
     for name in docs.column_names:
-        out = out.append_column(name, docs.column(name).take(at))
-    for q, part in _split_by_partition(out, components.partition_of(center, partitions), partitions):
-        _write(fs, f"{work}/sets/to-{q:05d}/from-{owner:05d}.parquet", part)
+        out = out.append_column(name, docs.column(name))
+    bounds = np.searchsorted(part, np.arange(partitions + 1, dtype=part.dtype))
+    for q in range(partitions):
+        if bounds[q + 1] > bounds[q]:
+            _write(fs, f"{work}/sets/to-{q:05d}/from-{owner:05d}.arrow", out.slice(bounds[q], bounds[q + 1] - bounds[q]))
     return out.num_rows
 
 
@@ -434,7 +432,7 @@ def _compare(fs, work: str, q: int, partitions: int, threshold: float, verify: b
     out = pa.table({"m": m, "f": center[members], "similarity": similarity, "priority_m": priority[members],
                     "priority_f": priority[of], "id_f": table.column("id").take(pa.array(of))})
     for p, part in _split_by_partition(out, components.partition_of(m, partitions), partitions):
-        _write(fs, f"{work}/verified/to-{p:05d}/from-{q:05d}.parquet", part)
+        _write(fs, f"{work}/verified/to-{p:05d}/from-{q:05d}.arrow", part)
     return out.num_rows
 
 
@@ -458,7 +456,7 @@ def _group_by_component(fs, work: str, p: int, partitions: int) -> int:
     nodes = labels.column("node").to_numpy()
     label = labels.column("label").to_numpy()[np.searchsorted(nodes, table.column("m").to_numpy())]
     for q, part in _split_by_partition(table, components.partition_of(label, partitions), partitions):
-        _write(fs, f"{work}/grouped/to-{q:05d}/from-{p:05d}.parquet", part)
+        _write(fs, f"{work}/grouped/to-{q:05d}/from-{p:05d}.arrow", part)
     return table.num_rows
 
 
@@ -581,7 +579,7 @@ def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitio
     keys = pa.table({"key": flat, "node": np.repeat(nodes, width), "priority": np.zeros(flat.size)})
     name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
     for q, part in _split_by_partition(keys, flat % np.uint64(partitions), partitions):
-        _write(work_fs, f"{work}/buckets/to-{q:05d}/index-{name}.parquet", part)
+        _write(work_fs, f"{work}/buckets/to-{q:05d}/index-{name}.arrow", part)
     return 0, 0
 
 
