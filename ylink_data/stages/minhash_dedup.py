@@ -476,7 +476,7 @@ def _decide_task(layout: RunLayout, folders: list[str], tasks: list[int], offset
     ids = table.column("id_f").combine_chunks()
     dup_of = ids.take(pa.array(edge))
     cols = {"reason": pa.array([REASON] * node.size, pa.string()), "dup_of": dup_of,
-            "dup_similarity": pa.array(similarity[edge], pa.float64())}
+            "dup_similarity": pa.array(similarity[edge], pa.float64(), from_pandas=True)}  # NaN: not measured
     if cluster_columns:
         heads, sizes = np.unique(kept, return_counts=True)
         sizes += 1
