@@ -127,10 +127,26 @@ def test_funnel_bytes_and_clusters_match_the_data(run_dir: Path):
     minhash = next(s for s in run.stats["stages"] if s["name"] == "minhash_dedup")
     assert minhash["dropped"].get("minhash_dedup", 0) >= 1
     assert sum((size - 1) * n for size, n in data.cluster_sizes.items()) == minhash["dropped"]["minhash_dedup"]
+    # removals per source and their similarities: stats.json's breakdowns, the rejected rows' evidence
+    removed = [(s, sim) for s, sim, r in zip(rejected.column("source").to_pylist(),
+                                             rejected.column("dup_similarity").to_pylist(),
+                                             rejected.column("reason").to_pylist()) if r == "minhash_dedup"]
+    breakdowns = next(st for st in data.stages if st.name == "minhash_dedup").breakdowns
+    assert sum(breakdowns["removed_by_source"].values()) == len(removed)
+    assert sum(breakdowns["in_by_source"].values()) == minhash["in"]
+    assert all(sim >= 0.7 for _, sim in removed)
+    assert sum(breakdowns["similarity"].values()) == len(removed)
     # samples per reason come from that reason only
     for row in data.reasons:
         assert all(doc["reason"] == row.reason for doc in row.samples)
         assert len(row.samples) == (min(3, row.count) if row.stage != "read" else 0)
+
+
+def test_duplicates_section_shows_removals_per_source(report: str):
+    section = report[report.index('<section id="duplicates">'):]
+    section = section[:section.index("</section>")]
+    assert "minhash_dedup: removals per source" in section and "share removed" in section
+    assert "how close each removal was" in section  # the similarity histogram (inline SVG)
 
 
 def test_document_text_is_escaped(run_dir: Path, tmp_path: Path):

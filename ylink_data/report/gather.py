@@ -40,6 +40,7 @@ class StageRow:
     counters: dict[str, int]
     bytes_out: int | None = None  # text bytes of the documents after this stage, when known
     created: int = 0  # rows a fan-out op (chunk, qa_extract) made beyond one per input document
+    breakdowns: dict[str, dict[str, int]] = field(default_factory=dict)  # a global op's (stats.json)
 
     @property
     def docs_per_second(self) -> float | None:
@@ -96,7 +97,8 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
     stats, info = run.stats, redact(_info(run))
     keep_rejected = bool(info.get("config", {}).get("output", {}).get("keep_rejected"))
     stages = [StageRow(i, s["name"], s["in"], s["out"], dict(s.get("dropped", {})), s.get("quarantined", 0),
-                       float(s.get("seconds", 0.0)), dict(s.get("counters", {})), created=s.get("created", 0))
+                       float(s.get("seconds", 0.0)), dict(s.get("counters", {})), created=s.get("created", 0),
+                       breakdowns=redact(s.get("breakdowns", {})))
               for i, s in enumerate(stats["stages"])]
     stage_of_reason = {r: st.name for st in stages for r in st.dropped}
     base = {f.name for f in DOCUMENT_SCHEMA}

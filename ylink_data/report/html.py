@@ -10,7 +10,7 @@ import yaml
 
 from .. import __version__
 from . import plots
-from .gather import ReportData
+from .gather import ReportData, StageRow
 
 TEXT_CHARS = 600
 
@@ -209,7 +209,33 @@ def _duplicates(d: ReportData) -> str:
                            f"{members:,} documents in them; the largest has {max(d.cluster_sizes):,}."))
     elif any(name == "minhash_dedup" for name, _ in dedup):
         parts.append(_note("Set `cluster_columns: true` on minhash_dedup for cluster sizes."))
+    for st in d.stages:
+        parts += _removals_by_source(st)
     return _section("duplicates", *parts)
+
+
+SOURCES_SHOWN = 20  # sources in the removals table: the most removed share first
+
+
+def _removals_by_source(st: StageRow) -> list[str]:
+    """A dedup op's removals per source (most wiped out first) and their similarities, from stats.json:
+    one source losing most of its documents shows at the top."""
+    seen, removed = st.breakdowns.get("in_by_source"), st.breakdowns.get("removed_by_source", {})
+    if not seen:
+        return []
+    rows = sorted(((src, n, removed.get(src, 0), removed.get(src, 0) / n) for src, n in seen.items() if n),
+                  key=lambda r: (-r[3], -r[2], r[0]))
+    parts = [f"<h3>{escape(st.name)}: removals per source</h3>",
+             _table(["source", "documents in", "removed", "share removed"],
+                    [[src, n, k, f"{share:.1%}"] for src, n, k, share in rows[:SOURCES_SHOWN]])]
+    if len(rows) > SOURCES_SHOWN:
+        parts.append(_note(f"{len(rows) - SOURCES_SHOWN:,} more sources; stats.json lists every one."))
+    similarity = st.breakdowns.get("similarity")
+    if similarity:
+        parts.append(plots.similarities(similarity, st.name) or "")
+        parts.append(_note("Exact Jaccard of each removed document's shingle set with the document kept for it "
+                           "(bins of 0.05; 1.00: the same set)."))
+    return parts
 
 
 def _tokens(d: ReportData) -> str:

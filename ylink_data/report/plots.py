@@ -179,6 +179,21 @@ def clusters(sizes: Counter) -> str | None:
     return to_svg(fig, "clusters")
 
 
+def similarities(bins: dict[str, int], op: str) -> str | None:
+    """Removals by measured similarity to the kept document (stats.json's `similarity` breakdown)."""
+    if not bins:
+        return None
+    fig = _figure(7.0, 2.6)
+    ax = fig.add_subplot()
+    xs = sorted(bins, key=float)
+    ax.bar(xs, [bins[x] for x in xs], color=PALETTE[4])
+    ax.set_xlabel("Jaccard similarity with the kept document")
+    ax.set_ylabel("documents removed")
+    ax.set_title(f"{op}: how close each removal was", fontsize=10)
+    fig.tight_layout()
+    return to_svg(fig, f"similarity-{op}")
+
+
 def throughput(data: ReportData) -> str | None:
     rows = [s for s in data.stages if s.docs_per_second]
     if not rows:
