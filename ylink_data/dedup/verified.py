@@ -61,10 +61,16 @@ def bucket_edges(key: np.ndarray, node: np.ndarray, priority: np.ndarray
 
 
 def first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Indices of the first occurrence of each distinct pair (a[i], b[i]), in the pairs' sorted order
-    (two integer sorts: ~3x faster than np.unique(axis=0), which compares rows as bytes)."""
+    """Indices of the first occurrence of each distinct pair (a[i], b[i]), in the pairs' sorted order:
+    one sort of the pairs packed into int64 where their ranges allow (~4x faster than np.unique
+    with axis=0, which compares rows as bytes), else two."""
     if not a.size:
         return np.zeros(0, np.int64)
+    a0, b0 = int(a.min()), int(b.min())
+    span_a, span_b = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
+    if span_a * span_b < 2**62:
+        _, first = np.unique((a - a0) * span_b + (b - b0), return_index=True)
+        return first
     order = np.lexsort((b, a))
     a, b = a[order], b[order]
     return order[np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]]

@@ -29,6 +29,15 @@ class WrittenFile:
         return {"path": self.path, "rows": self.rows, "bytes": self.bytes, "sha256": self.sha256}
 
 
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """The dotted paths of a schema's leaf columns, as Parquet names them."""
+    with pa.BufferOutputStream() as sink:
+        pq.write_table(schema.empty_table(), sink)
+        buf = sink.getvalue()
+    meta = pq.ParquetFile(pa.BufferReader(buf)).metadata
+    return [meta.schema.column(i).path for i in range(meta.num_columns)]
+
+
 class ParquetFileWriter:
     """One Parquet file, published only when `close()` succeeds."""
 
@@ -52,7 +61,14 @@ class ParquetFileWriter:
         if self._writer is None:
             # internal columns (a global op's keys: hashes, shingle sets) neither repeat nor get filtered
             small = [n for n in table.schema.names if n not in _PLAIN_COLUMNS and not n.startswith(INTERNAL_PREFIX)]
-            self._writer = pq.ParquetWriter(self._out, table.schema, compression=self._compression,
+            # Internal columns (a run's parts only, never published) are hashes: compressing them only
+            # costs time. Leaf paths, as Parquet names the columns of nested types.
+            compression = self._compression
+            if any(n.startswith(INTERNAL_PREFIX) for n in table.schema.names):
+                leaves = _leaf_paths(table.schema)
+                compression = {path: "none" if path.startswith(INTERNAL_PREFIX) else (self._compression or "none")
+                               for path in leaves}
+            self._writer = pq.ParquetWriter(self._out, table.schema, compression=compression,
                                             use_dictionary=small, write_statistics=small)
         elif table.schema != self._writer.schema:
             table = table.select(self._writer.schema.names).cast(self._writer.schema)

@@ -26,7 +26,7 @@ from ..io.readers import Bad, Record, Skip, Split, open_split, read_split
 from ..io.readers.base import describe_error
 from ..redaction import redact_url
 from ..schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
-from ..stages import GlobalOp, MapOp, build_op
+from ..stages import GlobalOp, MapOp, build_op, op_class
 from .layout import RunLayout
 from .plan import Phase, StageRef
 from .stats import TaskStats
@@ -313,7 +313,9 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
     """Later phases: the previous phase's kept documents, minus what the global op decided to drop."""
     idx, name, params = spec.phase.incoming
     stage = stats.stage(idx, name)
-    op = cached_op(name, params, spec.cfg)
+    # Only an op that counts something here is built (quality_classifier's would load its models).
+    counts = op_class(name).decision_breakdowns is not GlobalOp.decision_breakdowns
+    op = cached_op(name, params, spec.cfg) if counts else None
     decisions = read_decisions(layout, spec.decisions, spec.task)
     row = 0
     for path in spec.parts:
@@ -337,8 +339,8 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                     if column not in decisions.rejected_only:
                         table = table.append_column(column, values)
                 dropped = np.array([r is not None for r in reasons], bool)
-                for key, counts in op.decision_breakdowns(evidence, dropped).items():
-                    stage.breakdowns[key].update(counts)
+                for key, counted in (op.decision_breakdowns(evidence, dropped) if op else {}).items():
+                    stage.breakdowns[key].update(counted)
                 if dropped.any():
                     keep = pa.array(~dropped)
                     gone = [r for r in reasons if r is not None]

@@ -128,13 +128,10 @@ class MinHashDedup(GlobalOp):
         keys = band_keys(sigs, self.bands, self.rows)
         if self.scope == "per_source":
             keys ^= source_keys(table.column(self.source_column).to_pylist())[:, None]
-        flat = pa.array(keys.reshape(-1), pa.uint64())
-        bands = pa.FixedSizeListArray.from_arrays(flat, self.bands)
-        empty = is_empty(sigs)
-        out = {"bands": pa.array(bands, mask=np.asarray(empty)) if empty.any() else bands,
+        out = {"bands": band_column(keys, np.asarray(is_empty(sigs)).reshape(-1)),
                "length": pa.array([len(t) for t in texts], pa.int64())}
         if self.verify:
-            out["shingles"] = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), pa.array(hashes, pa.uint32()))
+            out["shingles"] = set_column(hashes, offsets)
         if self.keep == "highest_score":
             if self.score_column not in table.column_names:
                 raise ValueError(f"minhash_dedup: keep: highest_score needs a {self.score_column!r} column "
@@ -248,6 +245,46 @@ class MinHashDedup(GlobalOp):
                                                "documents": sum(f["rows"] for f in files), "files": files})
 
 
+# ----------------------------------------------------------------------------- keys as bytes
+
+# Bucket keys and shingle hashes are stored as raw bytes (little-endian), not Arrow lists: Parquet
+# writes and reads a binary column 10-20x faster than a list column (repetition levels for every
+# value), and these columns are most of the bytes a global phase moves.
+
+def band_column(keys: np.ndarray, empty: np.ndarray) -> pa.Array:
+    """(n, bands) uint64 keys as fixed-size binary values; null where a document has no shingle."""
+    n, width = keys.shape
+    validity = pa.py_buffer(np.packbits(~empty, bitorder="little")) if empty.any() else None
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(8 * width), n,
+                                                [validity, pa.py_buffer(np.ascontiguousarray(keys, np.uint64))],
+                                                null_count=int(empty.sum()))
+
+
+def band_rows(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """`band_column`'s values back as an (n, bands) uint64 array (rows of nulls: whatever bytes)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    width = array.type.byte_width // 8
+    data = np.frombuffer(array.buffers()[1], np.uint64, count=(array.offset + len(array)) * width)
+    return data[array.offset * width:].reshape(-1, width)
+
+
+def set_column(hashes: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """Each document's shingle hashes (uint32, repeats included) as one binary value."""
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                            [None, pa.py_buffer(np.asarray(offsets, np.int64) * 4),
+                                             pa.py_buffer(np.ascontiguousarray(hashes, np.uint32))])
+
+
+def set_rows(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """`set_column`'s values back as (hashes, offsets): document i's are hashes[offsets[i]:offsets[i + 1]]."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    _, offset_buf, data = array.buffers()
+    offsets = np.frombuffer(offset_buf, np.int64, count=array.offset + len(array) + 1)[array.offset:]
+    values = np.frombuffer(data, np.uint32, count=int(offsets[-1]) // 4) if data is not None and offsets[-1] else \
+        np.zeros(0, np.uint32)
+    return values, offsets // 4
+
+
 # ----------------------------------------------------------------------------- files of the phase
 
 def _write(fs, path: str, table: pa.Table) -> None:
@@ -307,8 +344,9 @@ def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols
     bands = table.column(cols["bands"])
     valid = np.asarray(bands.is_valid())
     if valid.any():
-        width = bands.type.list_size
-        keys = bands.filter(pa.array(valid)).combine_chunks().flatten().to_numpy()
+        keys = band_rows(bands)[valid]
+        width = keys.shape[1]
+        keys = keys.reshape(-1)
         rows = pa.table({"key": keys, "node": np.repeat(nodes[valid], width),
                          "priority": np.repeat(priority[valid], width)})
         for q, part in _split_by_partition(rows, keys % np.uint64(partitions), partitions):
@@ -318,13 +356,16 @@ def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols
 
 
 def _values_in(fs, paths: list[str], column: str) -> int:
-    """Values of a list column in Parquet files, from their footers (no data read)."""
+    """Shingle hashes in a `set_column` of Parquet files, from their footers (no data read): its
+    uncompressed bytes less each value's 4-byte length, in 4-byte hashes."""
     total = 0
     for path in paths:
         with fs.open(path, "rb") as f:
             meta = pq.ParquetFile(f).metadata
-        at = [i for i in range(meta.num_columns) if meta.schema.column(i).path.split(".")[0] == column]
-        total += sum(meta.row_group(g).column(i).num_values for g in range(meta.num_row_groups) for i in at)
+        at = [i for i in range(meta.num_columns) if meta.schema.column(i).path == column]
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            total += sum(max(0, group.column(i).total_uncompressed_size - 4 * group.num_rows) // 4 for i in at)
     return total
 
 
@@ -417,10 +458,8 @@ def _compare(fs, work: str, q: int, partitions: int, threshold: float, verify: b
     members = np.flatnonzero(node != center)
     of = centers[np.searchsorted(center[centers], center[members])]
     if verify:
-        sets = table.column("shingles").combine_chunks()
-        offsets = sets.offsets.to_numpy()
-        values = pc.list_flatten(sets).to_numpy()
-        similarity = pair_jaccard(values, offsets - offsets[0], members, of)
+        values, offsets = set_rows(table.column("shingles"))
+        similarity = pair_jaccard(values, offsets, members, of)
         passed = similarity >= threshold
         members, of, similarity = members[passed], of[passed], similarity[passed]
     else:
@@ -573,9 +612,9 @@ def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitio
                      ) -> tuple[int, int]:
     table = read_index_file(fs, path, sha256, ["bands"])
     nodes = -1 - first - np.arange(rows, dtype=np.int64)
-    bands = table.column("bands").combine_chunks()
-    width = bands.type.list_size
-    flat = bands.flatten().to_numpy()
+    keys = band_rows(table.column("bands"))
+    width = keys.shape[1]
+    flat = keys.reshape(-1)
     keys = pa.table({"key": flat, "node": np.repeat(nodes, width), "priority": np.zeros(flat.size)})
     name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
     for q, part in _split_by_partition(keys, flat % np.uint64(partitions), partitions):
