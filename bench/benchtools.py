@@ -25,12 +25,14 @@ def timed(fn: Callable[[], object]) -> float:
 _BUSY = "x = 0\nfor i in range(20_000_000): x += i\n"
 
 
-def two_core_ceiling() -> float:
+def two_core_ceiling(code: str = _BUSY) -> float:
     """2 CPUs / 1 CPU throughput of a pure-Python busy loop right now (2.0 on two idle cores): what a
-    shared machine's second core gives at the moment, to read a speed-up on 2 CPUs against."""
+    shared machine's second core gives at the moment, to read a speed-up on 2 CPUs against. `code`:
+    another workload to run the same way (e.g. the NumPy work of an op, which shares the cores'
+    caches and memory bandwidth as a busy loop does not)."""
     def timed_loops(cores: str, n: int) -> float:
         started = time.perf_counter()
-        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", _BUSY]) for _ in range(n)]
+        procs = [subprocess.Popen(["taskset", "-c", cores, sys.executable, "-c", code]) for _ in range(n)]
         for p in procs:
             p.wait()
         return time.perf_counter() - started

@@ -115,3 +115,11 @@ def first_kept(m, f, n_nodes):  # pragma: no cover - compiled
             removed[node] = True
             choice[node] = chosen
     return removed, choice
+
+
+def warm() -> None:
+    """Load (or compile, on a machine's first run) both loops now: a worker process does this on
+    start (`Op.preload`), while the driver plans, instead of in the middle of the global phase."""
+    offsets = np.array([0, 1, 2], np.int64)
+    pair_jaccard(np.array([1, 1], np.uint32), offsets, np.array([0], np.int64), np.array([1], np.int64))
+    first_kept(np.array([1], np.int64), np.array([0], np.int64), 2)

@@ -74,7 +74,8 @@ class Runner:
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
         self.scheduler = Scheduler(cfg.ray, on_ray_start=self._warn_about_node_local_paths,
-                                   on_notice=self.progress.waiting)
+                                   on_notice=self.progress.waiting,
+                                   preload=sorted({m for name, _ in cfg.ops for m in op_class(name).preload}))
         # The last op that routes documents into output tiers decides the tier folders.
         routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
         self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)

@@ -93,8 +93,9 @@ class Scheduler:
     finished tasks (`counter`: YLINK_FAIL_AFTER_TASKS)."""
 
     def __init__(self, cfg: RayConfig, on_ray_start: Callable[[], None] | None = None,
-                 on_notice: Callable[[str | None], None] = lambda message: None):
+                 on_notice: Callable[[str | None], None] = lambda message: None, preload: Sequence[str] = ()):
         self.cfg = cfg
+        self.preload = tuple(preload)  # modules the worker processes load on start (Op.preload)
         self.counter = TaskCounter()
         self._on_ray_start = on_ray_start
         self._on_notice = on_notice
@@ -149,7 +150,7 @@ class Scheduler:
 
     def _processes(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(local_cpus(self.cfg))
+            self._pool = WorkerPool(local_cpus(self.cfg), self.preload)
         return self._pool
 
     def close(self) -> None:

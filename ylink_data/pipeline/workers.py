@@ -17,6 +17,7 @@ killed run leaves none behind to write beside its rerun.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import signal
@@ -55,9 +56,13 @@ class RemoteError(RuntimeError):
         return self.message
 
 
+PRELOAD_ENV = "YLINK_WORKER_PRELOAD"  # comma-separated modules a worker loads on start (Op.preload)
+
+
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = ()) -> None:
         env = {k: os.environ.get(k, v) for k, v in _WORKER_ENV.items()}
+        env[PRELOAD_ENV] = ",".join(preload)
         self.proc = start_child(__name__, env=env)
         self.task: int | None = None  # the index of the task it runs
 
@@ -99,14 +104,15 @@ class _Worker:
 class WorkerPool:
     """Up to `size` worker processes, started as tasks need them and kept until `close`."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, preload: Sequence[str] = ()):
         self.size = max(1, size)
+        self.preload = tuple(preload)
         self._idle: list[_Worker] = []
 
     def start(self) -> None:
         """Start every worker now, so that they load the code while the driver still plans."""
         while len(self._idle) < self.size:
-            self._idle.append(_Worker())
+            self._idle.append(_Worker(self.preload))
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             on_error: Callable[[int, BaseException], BaseException]) -> None:
@@ -119,7 +125,7 @@ class WorkerPool:
         try:
             while queue or busy:
                 while queue and len(busy) < self.size:
-                    worker = self._idle.pop() if self._idle else _Worker()
+                    worker = self._idle.pop() if self._idle else _Worker(self.preload)
                     worker.task, args = queue.popleft()
                     attempts[worker.task] += 1
                     try:
@@ -193,6 +199,11 @@ def _main() -> None:
     from ylink_data.stages import load_ops
 
     load_ops()
+    # What the run's ops load on first use (numba's compiled loops: ~1 s), with a `warm()` each.
+    for name in filter(None, os.environ.get(PRELOAD_ENV, "").split(",")):
+        warm = getattr(importlib.import_module(name), "warm", None)
+        if warm is not None:
+            warm()
 
     _serve(requests, replies)
 

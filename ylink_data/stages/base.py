@@ -78,6 +78,9 @@ class Op:
     """Base of every op. Subclasses set `name` (the YAML key) and take parameters in `__init__`."""
 
     name: ClassVar[str] = ""
+    # Modules a worker process of a run with this op imports on start, calling their `warm()` if
+    # they have one: code that is slow to load the first time (numba's compiled loops).
+    preload: ClassVar[tuple[str, ...]] = ()
 
     def setup(self) -> None:
         """Load what is expensive (models, tables) once per worker process, before the first batch."""

@@ -4,9 +4,10 @@ copy of a document that is kept.
 1. keys (in the map tasks, where the documents are): a MinHash signature per document
    (`ylink_data.dedup.minhash`: word 5-grams, or character 5-grams for Chinese and Japanese by the
    `lang` column, or by script where no langid ran), cut into `bands` x `rows`: datasketch's
-   `optimal_param` for `threshold`, weighted 0.9 against false negatives (0.1/0.9 gives 14 x 9 at
-   0.8: a pair of Jaccard 0.80 shares a bucket 87% of the time, 0.85 97.5%). Each band becomes one
-   64-bit bucket key. With `verify` (the default) the document's shingle hashes are kept too.
+   `optimal_param` for `threshold`, weighted 0.95 against false negatives (at 0.8: 16 x 8, a pair
+   of Jaccard 0.80 shares a bucket 95% of the time, 0.85 99.4%): recall first, since step 3
+   verifies every candidate. Each band becomes one 64-bit bucket key. With `verify` (the default)
+   the document's shingle hashes are kept too.
    Documents without a single shingle get no keys.
 2. candidate pairs: keys are shuffled by hash into partitions spilled to Parquet; in each bucket
    every document is paired with the bucket's best-ranked document (the one `keep` prefers:
@@ -23,7 +24,7 @@ copy of a document that is kept.
 
 `verify: false` is the faster, looser mode: no shingle sets are stored or compared, and a document
 is removed when it shares one LSH bucket with a kept document. That is an estimate: two documents
-share a bucket at Jaccard 0.5 about 3% of the time, so on templated pages (shared boilerplate)
+share a bucket at Jaccard 0.5 about 6% of the time, so on templated pages (shared boilerplate)
 some distinct documents are removed; its rows have no `dup_similarity`.
 
 `scope: per_source` keeps one document per cluster and source (`source_column`): documents of
@@ -76,6 +77,7 @@ class MinHashDedup(GlobalOp):
     longest of its cluster by default. See the module docstring."""
 
     name = "minhash_dedup"
+    preload = ("ylink_data.dedup.kernels",)
 
     def __init__(self, threshold: Annotated[float, Field(gt=0, lt=1)] = 0.8,
                  num_perm: Annotated[int, Field(ge=2, le=1024)] = 128,
