@@ -374,7 +374,8 @@ class Runner:
             results[i] = result
             self.progress.advance(handle)
 
-        self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}")
+        self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}",
+                           lone_to_workers=True)
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 

@@ -122,10 +122,14 @@ class Scheduler:
         return cluster_cpus() if self.where(MANY_TASKS) == "ray" else local_cpus(self.cfg)
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-            describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT) -> None:
+            describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT,
+            lone_to_workers: bool = False) -> None:
         """`fn(*args)` for each args (where `where`, else `self.where`); `on_done(i, result)` as each
-        finishes, in this thread."""
+        finishes, in this thread. `lone_to_workers`: a batch of one task goes to the worker processes
+        when they are already running (a global phase's: they have loaded what its op preloads)."""
         where = where or self.where(len(args_list))
+        if where == "here" and lone_to_workers and self._pool is not None and self.cfg.execution == "auto":
+            where = "processes"
 
         def done(i: int, result: Any) -> None:
             on_done(i, result)
