@@ -554,34 +554,32 @@ def child(args) -> None:
         from rensa import RMinHash, RMinHashLSH
 
         lsh = RMinHashLSH(threshold=args.threshold, num_perm=NUM_PERM, num_bands=PEER_BANDS)
-        for path in files:
-            for text in peer_texts(path):
-                m = RMinHash(NUM_PERM, SEED)
-                m.update(peer_shingles(text))
-                found = lsh.query(m)
-                if found:
-                    dropped.append(i)
-                    matched.append(min(found))
-                else:
-                    lsh.insert(i, m)
-                i += 1
+
+        def signature(text: str):
+            m = RMinHash(NUM_PERM, SEED)
+            m.update(peer_shingles(text))
+            return m
     elif args.child == "datasketch":
         from datasketch import MinHash, MinHashLSH
 
         lsh = MinHashLSH(threshold=args.threshold, num_perm=NUM_PERM)
-        for path in files:
-            for text in peer_texts(path):
-                m = MinHash(num_perm=NUM_PERM, seed=SEED)
-                m.update_batch([s.encode("utf-8") for s in peer_shingles(text)])
-                found = lsh.query(m)
-                if found:
-                    dropped.append(i)
-                    matched.append(min(found))
-                else:
-                    lsh.insert(i, m)
-                i += 1
+
+        def signature(text: str):
+            m = MinHash(num_perm=NUM_PERM, seed=SEED)
+            m.update_batch([s.encode("utf-8") for s in peer_shingles(text)])
+            return m
     else:
         raise SystemExit(f"unknown side {args.child}")
+    for path in files:
+        for text in peer_texts(path):
+            m = signature(text)
+            found = lsh.query(m)
+            if found:
+                dropped.append(i)
+                matched.append(min(found))
+            else:
+                lsh.insert(i, m)
+            i += 1
     Path(args.result).write_text(json.dumps({"docs": i, "work_s": time.perf_counter() - t0, "dropped": dropped,
                                              "matched": matched}))
 

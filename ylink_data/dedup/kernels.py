@@ -33,62 +33,60 @@ def _table_size(n: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def _add(keys, stamps, epoch, h, mask):  # pragma: no cover - compiled
+    """Put hash h in a table (its slots of stamp `epoch` are full); False if it was there already."""
+    slot = _slot(h, mask)
+    while stamps[slot] == epoch and keys[slot] != h:
+        slot = (slot + 1) & mask
+    if stamps[slot] == epoch:
+        return False
+    stamps[slot] = epoch
+    keys[slot] = h
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _has(keys, stamps, epoch, h, mask):  # pragma: no cover - compiled
+    slot = _slot(h, mask)
+    while stamps[slot] == epoch:
+        if keys[slot] == h:
+            return True
+        slot = (slot + 1) & mask
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
 def pair_jaccard(values, offsets, a, b):  # pragma: no cover - compiled
     """Exact Jaccard |A ∩ B| / |A ∪ B| of the sets of `values[offsets[i]:offsets[i + 1]]` for each
     pair (a[k], b[k]); 0.0 where both are empty. Pairs with equal `b` next to each other share one
-    table (sort the pairs by `b` for speed; any order gives the same result)."""
-    n_pairs = a.size
-    out = np.zeros(n_pairs, np.float64)
+    table (sort the pairs by `b` for speed; any order gives the same result). A table's slots are
+    emptied by moving to a new stamp, never by clearing."""
+    out = np.zeros(a.size, np.float64)
     longest = 1
     for i in range(offsets.size - 1):
         longest = max(longest, offsets[i + 1] - offsets[i])
     size = _table_size(longest)
-    keys_b = np.zeros(size, np.uint32)
-    stamp_b = np.zeros(size, np.int32)
-    keys_a = np.zeros(size, np.uint32)
-    stamp_a = np.zeros(size, np.int32)
-    current_b = -1
-    n_b = 0
-    mask_b = 0
-    epoch_b = 0
-    epoch_a = 0
-    for k in range(n_pairs):
+    keys_a, stamps_a = np.zeros(size, np.uint32), np.zeros(size, np.int32)
+    keys_b, stamps_b = np.zeros(size, np.uint32), np.zeros(size, np.int32)
+    current_b, n_b, mask_b, epoch_b, epoch_a = -1, 0, 0, 0, 0
+    for k in range(a.size):
         if b[k] != current_b:  # a new second document: its set into table B
             current_b = b[k]
             epoch_b += 1
-            lo, hi = offsets[current_b], offsets[current_b + 1]
-            mask_b = _table_size(hi - lo) - 1
+            mask_b = _table_size(offsets[current_b + 1] - offsets[current_b]) - 1
             n_b = 0
-            for j in range(lo, hi):
-                h = values[j]
-                slot = _slot(h, mask_b)
-                while stamp_b[slot] == epoch_b and keys_b[slot] != h:
-                    slot = (slot + 1) & mask_b
-                if stamp_b[slot] != epoch_b:
-                    stamp_b[slot] = epoch_b
-                    keys_b[slot] = h
+            for j in range(offsets[current_b], offsets[current_b + 1]):
+                if _add(keys_b, stamps_b, epoch_b, values[j], mask_b):
                     n_b += 1
         epoch_a += 1
-        lo, hi = offsets[a[k]], offsets[a[k] + 1]
-        mask_a = _table_size(hi - lo) - 1
+        mask_a = _table_size(offsets[a[k] + 1] - offsets[a[k]]) - 1
         n_a = 0
         both = 0
-        for j in range(lo, hi):
-            h = values[j]
-            slot = _slot(h, mask_a)
-            while stamp_a[slot] == epoch_a and keys_a[slot] != h:
-                slot = (slot + 1) & mask_a
-            if stamp_a[slot] == epoch_a:
-                continue  # a repeat within A: a set counts it once
-            stamp_a[slot] = epoch_a
-            keys_a[slot] = h
-            n_a += 1
-            slot = _slot(h, mask_b)
-            while stamp_b[slot] == epoch_b:
-                if keys_b[slot] == h:
+        for j in range(offsets[a[k]], offsets[a[k] + 1]):
+            if _add(keys_a, stamps_a, epoch_a, values[j], mask_a):  # each of A's hashes once
+                n_a += 1
+                if _has(keys_b, stamps_b, epoch_b, values[j], mask_b):
                     both += 1
-                    break
-                slot = (slot + 1) & mask_b
         union = n_a + n_b - both
         out[k] = both / union if union else 0.0
     return out

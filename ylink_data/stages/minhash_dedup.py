@@ -611,7 +611,8 @@ class SavedIndex:
 
 
 def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitions: int, work_fs, work: str
-                     ) -> tuple[int, int]:
+                     ) -> int:
+    """An index file's bucket rows (its documents first in every bucket: node < 0), by key partition."""
     table = read_index_file(fs, path, sha256, ["bands"])
     nodes = -1 - first - np.arange(rows, dtype=np.int64)
     keys = band_rows(table.column("bands"))
@@ -621,7 +622,7 @@ def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitio
     name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
     for q, part in _split_by_partition(keys, flat % np.uint64(partitions), partitions):
         _write(work_fs, f"{work}/buckets/to-{q:05d}/index-{name}.arrow", part)
-    return 0, 0
+    return int(flat.size)
 
 
 def _write_index_part(layout: RunLayout, paths: list[str], cols: list[str], dropped: list[int], fs,
