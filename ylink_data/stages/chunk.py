@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..tokens.load import load_tokenizer
 from ..transform.chunking import chunk_text
 from . import register
-from .base import Document, DocumentSplitter
+from .base import Document, DocumentSplitter, named_files
 
 PAGE_OFFSETS = "page_offsets"  # the readers' metadata key: character offset where each page begins
 
@@ -39,6 +39,10 @@ class Chunk(DocumentSplitter):
     """One row per chunk of each document; see the module docstring."""
 
     name = "chunk"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("tokenizer", params.get("tokenizer")) if params.get("unit") == "tokens" else []
     keeps_pairs = True  # question-answer rows (qa_extract's) pass through whole
     columns = {"chunk_index": pa.int32(), "heading_path": pa.list_(pa.string()), "chunk_start": pa.int64(),
                "chunk_end": pa.int64(), "chunk_overlap": pa.int32(), "page_start": pa.int32(),

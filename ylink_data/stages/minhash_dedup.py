@@ -77,6 +77,12 @@ class MinHashDedup(GlobalOp):
     longest of its cluster by default. See the module docstring."""
 
     name = "minhash_dedup"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        # A saved index's index.json holds the sha256 of each of its files, which are checked on read.
+        index = params.get("index")
+        return [("index", f"{index.rstrip('/')}/{INDEX_FILE}")] if index else []
     preload = ("ylink_data.dedup.kernels",)
 
     def __init__(self, threshold: Annotated[float, Field(gt=0, lt=1)] = 0.8,
