@@ -518,6 +518,24 @@ def test_a_damaged_index_file_or_a_builder_s_leftover_is_replaced(shared_data, t
         assert _cache_files(cache) == [path.name]
 
 
+def test_an_index_whose_body_is_zeroed_is_built_again_not_used(shared_data, tmp_path):
+    """Header, footer and size intact, every byte between zeroed: the footer's checksum tells, so the
+    file is built again and the op still finds GSM8K's questions (it found none from the zeroed file)."""
+    cache = tmp_path / "cache"
+    bench = [{"path": str(shared_data / "benchmarks" / "gsm8k" / "test.jsonl"), "fields": ["question"]}]
+    op = Decontaminate(benchmarks=bench, cache_dir=str(cache))
+    op.setup()
+    path = Path(op.index.path)
+    whole = path.read_bytes()
+    body = op.index.body_bytes
+    path.write_bytes(whole[:64] + bytes(body - 64) + whole[body:])
+    again = Decontaminate(benchmarks=bench, cache_dir=str(cache))
+    questions = [r["question"] for r in _gsm8k(shared_data)[:40]]
+    result = again.process(pa.table({"id": [str(i) for i in range(40)], "text": questions}))
+    assert again.index_built and path.read_bytes() == whole
+    assert result.dropped == ["decontaminate:test.jsonl"] * 40
+
+
 def test_a_cache_folder_that_cannot_be_written(shared_data, tmp_path, monkeypatch):
     """Named in the config: the run stops in one line naming the key. The default one (environment or
     home): each worker builds the index in its own memory and the run goes on."""
