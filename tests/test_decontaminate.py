@@ -254,10 +254,11 @@ def test_annotate_mode_over_http_and_s3_keeps_everything_and_marks_matches(ray_s
 def test_a_missing_benchmark_stops_the_run_in_one_line_naming_the_key(ray_session, corpus, tmp_path):
     path, zh_bench, *_ = corpus
     missing = str(tmp_path / "nope" / "mmlu.jsonl")
-    with pytest.raises(InputError) as err:
+    # Found while planning, before any work (pipeline/files_read.py), as `ylink validate` finds it.
+    with pytest.raises(ConfigError) as err:
         ylink_data.run(_config(path, tmp_path / "out", {"benchmarks": [{"path": missing, "fields": ["question"]}]}))
     message = str(err.value)
-    assert message.startswith("decontaminate.benchmarks[0].path: ") and "mmlu.jsonl does not exist" in message
+    assert message.startswith("stages[0].decontaminate.benchmarks[0].path: ") and "mmlu.jsonl does not exist" in message
     assert "\n" not in message
 
 
