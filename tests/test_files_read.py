@@ -75,3 +75,19 @@ def test_validate_names_a_missing_model(tmp_path):
     assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "stages[1].quality_classifier.model" in errors[0] and "gone.bin" in errors[0], done.stderr
+
+
+def test_validate_of_a_flow_names_a_missing_model_that_no_step_writes(tmp_path):
+    """pipelines/quality-distill.yaml: its last step reads the model its second step writes (fine
+    before it exists); pointed at a model that nothing writes, validate names the step's key."""
+    flow = str(REPO / "pipelines" / "quality-distill.yaml")
+    ok = subprocess.run([sys.executable, "-m", "ylink_data.cli", "validate", flow],
+                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    gone = str(tmp_path / "gone.bin")
+    bad = subprocess.run([sys.executable, "-m", "ylink_data.cli", "validate", flow,
+                          "--set", f"steps.2.run.stages.0.quality_classifier.model={gone}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    lines = [line for line in bad.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "steps[2].run.stages[0].quality_classifier.model" in lines[0] and gone in lines[0], bad.stderr
