@@ -10,6 +10,7 @@ import pytest
 
 import ylink_data
 from ylink_data.errors import InputError
+from ylink_data.llm.cache import CachedAnswer, ResponseCache, request_key
 
 
 def _first_run(out, shared_data, start: int, n: int = 300):
@@ -52,6 +53,9 @@ def test_a_shard_damaged_in_place_fails_the_run_naming_it(runs, tmp_path):
 @pytest.mark.parametrize("named", ["folder", "wildcard"])
 def test_a_folder_of_runs_reads_each_runs_shards_only(runs, tmp_path, named):
     path = str(tmp_path / "runs") + ("/*" if named == "wildcard" else "")
+    # What a run of an LLM op keeps beside its shards: its answers in llm-cache/ (never documents).
+    cache = ResponseCache(str(tmp_path / "runs" / "a" / "llm-cache"))
+    cache.put(request_key("m", [{"role": "user", "content": "Rate this."}], {}), CachedAnswer("Score: 3", "stop", 5, 2))
     # A plain file beside the runs is input as any file is (one document).
     (tmp_path / "runs" / "notes.jsonl").write_text((tmp_path / "a.jsonl").read_text().splitlines()[0] + "\n")
     result = _run(tmp_path / "out", [path])
