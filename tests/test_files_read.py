@@ -74,7 +74,8 @@ def test_validate_names_a_missing_model(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and "stages[1].quality_classifier.model" in errors[0] and "gone.bin" in errors[0], done.stderr
+    assert len(errors) == 1, done.stderr
+    assert "stages[1].quality_classifier.model" in errors[0] and "gone.bin" in errors[0]
 
 
 def test_validate_of_a_flow_names_a_missing_model_that_no_step_writes(tmp_path):
@@ -90,4 +91,5 @@ def test_validate_of_a_flow_names_a_missing_model_that_no_step_writes(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     lines = [line for line in bad.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "steps[2].run.stages[0].quality_classifier.model" in lines[0] and gone in lines[0], bad.stderr
+    assert len(lines) == 1, bad.stderr
+    assert "steps[2].run.stages[0].quality_classifier.model" in lines[0] and gone in lines[0]

@@ -83,7 +83,8 @@ def test_a_damaged_llm_cache_entry_is_asked_again(tmp_path):
     cache, key, path = _cache_entry(tmp_path)
     whole = path.read_bytes()
     assert cache.get(key) == CachedAnswer("The capital of France is Paris.", "stop", 12, 8)
-    edits = [lambda b: b.replace(b"Paris", b"Lyon!"), lambda b: b.replace(b'"prompt_tokens": 12', b'"prompt_tokens": 99')]
+    edits = [lambda b: b.replace(b"Paris", b"Lyon!"),  # JSON still, the answer changed
+             lambda b: b.replace(b'"prompt_tokens": 12', b'"prompt_tokens": 99')]
     for damage in [*edits, *_damages(len(whole), rng, 0)]:
         path.write_bytes(damage(whole))
         assert path.read_bytes() != whole

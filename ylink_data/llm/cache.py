@@ -8,8 +8,9 @@ answers alike wherever it runs. An entry is written atomically (a temporary name
 locally; object stores publish an upload whole), so Ray workers sharing the folder, even asking
 the same thing at the same moment, never read half an entry: two writers write the same request's
 answer and either one wins. An entry holds its request's key and a checksum of its content
-(`io.digest.seal`): one that fails them is asked again, never used. Nothing in an entry names the server or holds a credential: the client
-masks the configured secrets in an answer before it is kept (a server may quote the key back).
+(`io.digest.seal`): one that fails them is asked again, never used. Nothing in an entry names the
+server or holds a credential: the client masks the configured secrets in an answer before it is kept
+(a server may quote the key back).
 
 Only chat completions the server gave are kept, whether the op can use their content or not: an
 answer an op cannot parse is quarantined again on a rerun, for free. A body that is no chat

@@ -39,14 +39,14 @@ class Chunk(DocumentSplitter):
     """One row per chunk of each document; see the module docstring."""
 
     name = "chunk"
-
-    @classmethod
-    def files_read(cls, params: dict) -> list[tuple[str, str]]:
-        return named_files("tokenizer", params.get("tokenizer")) if params.get("unit") == "tokens" else []
     keeps_pairs = True  # question-answer rows (qa_extract's) pass through whole
     columns = {"chunk_index": pa.int32(), "heading_path": pa.list_(pa.string()), "chunk_start": pa.int64(),
                "chunk_end": pa.int64(), "chunk_overlap": pa.int32(), "page_start": pa.int32(),
                "page_end": pa.int32()}
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("tokenizer", params.get("tokenizer")) if params.get("unit") == "tokens" else []
 
     def __init__(self, size: PositiveInt = 2000, overlap: NonNegativeInt = 200,
                  unit: Literal["chars", "tokens"] = "chars", tokenizer: str | None = None):
