@@ -254,10 +254,11 @@ def test_annotate_mode_over_http_and_s3_keeps_everything_and_marks_matches(ray_s
 def test_a_missing_benchmark_stops_the_run_in_one_line_naming_the_key(ray_session, corpus, tmp_path):
     path, zh_bench, *_ = corpus
     missing = str(tmp_path / "nope" / "mmlu.jsonl")
-    with pytest.raises(InputError) as err:
+    # Found while planning, before any work (pipeline/files_read.py), as `ylink validate` finds it.
+    with pytest.raises(ConfigError) as err:
         ylink_data.run(_config(path, tmp_path / "out", {"benchmarks": [{"path": missing, "fields": ["question"]}]}))
     message = str(err.value)
-    assert message.startswith("decontaminate.benchmarks[0].path: ") and "mmlu.jsonl does not exist" in message
+    assert message.startswith("stages[0].decontaminate.benchmarks[0].path: ") and "mmlu.jsonl does not exist" in message
     assert "\n" not in message
 
 
@@ -516,6 +517,24 @@ def test_a_damaged_index_file_or_a_builder_s_leftover_is_replaced(shared_data, t
         again.setup()
         assert again.index_built and path.read_bytes() == whole
         assert _cache_files(cache) == [path.name]
+
+
+def test_an_index_whose_body_is_zeroed_is_built_again_not_used(shared_data, tmp_path):
+    """Header, footer and size intact, every byte between zeroed: the footer's checksum tells, so the
+    file is built again and the op still finds GSM8K's questions (it found none from the zeroed file)."""
+    cache = tmp_path / "cache"
+    bench = [{"path": str(shared_data / "benchmarks" / "gsm8k" / "test.jsonl"), "fields": ["question"]}]
+    op = Decontaminate(benchmarks=bench, cache_dir=str(cache))
+    op.setup()
+    path = Path(op.index.path)
+    whole = path.read_bytes()
+    body = len(whole) - 16 - int.from_bytes(whole[-16:-8], "little")  # the footer: JSON, its length, MAGIC
+    path.write_bytes(whole[:64] + bytes(body - 64) + whole[body:])
+    again = Decontaminate(benchmarks=bench, cache_dir=str(cache))
+    questions = [r["question"] for r in _gsm8k(shared_data)[:40]]
+    result = again.process(pa.table({"id": [str(i) for i in range(40)], "text": questions}))
+    assert again.index_built and path.read_bytes() == whole
+    assert result.dropped == ["decontaminate:test.jsonl"] * 40
 
 
 def test_a_cache_folder_that_cannot_be_written(shared_data, tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from tokenizers import Tokenizer
 
 import ylink_data
-from ylink_data.errors import InputError
+from ylink_data.errors import ConfigError, InputError
 from ylink_data.stages.tokenize import Tokenize
 from ylink_data.tokens.train import train_on_texts
 
@@ -186,7 +186,8 @@ def test_pipeline_on_the_bundled_crawl_counts_tokens(ray_session, tokenizer_path
 
 
 def test_a_missing_tokenizer_stops_the_run_in_one_line(ray_session, tmp_path):
-    with pytest.raises(InputError) as err:
+    # Found while planning, before any work (pipeline/files_read.py), naming the whole key.
+    with pytest.raises(ConfigError) as err:
         ylink_data.run(_pipeline(tmp_path / "run", str(tmp_path / "missing.json"), tiers=False))
-    assert str(err.value).startswith("tokenize.tokenizer: ") and "missing.json" in str(err.value)
+    assert str(err.value).startswith("stages[3].tokenize.tokenizer: ") and "missing.json" in str(err.value)
     assert "\n" not in str(err.value)

@@ -57,17 +57,17 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
     the pattern, when one matches nothing or cannot be listed (missing path, no permission,
     unknown bucket). What a folder or a wildcard expands into skips hidden and `_` entries, files
     and folders alike (.git/, .ipynb_checkpoints/, _SUCCESS), and every file under `exclude` (the
-    run's own output). A folder that holds a finished ylink run (manifest.json) expands into the
-    shards its manifest lists, and nothing else of it (`_run_shards`)."""
+    run's own output). A finished ylink run (manifest.json), whether named, matched by a wildcard or
+    inside a named folder, expands into the shards its manifest lists, and nothing else of it
+    (`_expand`); each shard is checked against its sha256 when it is read (`readers.open_split`)."""
     excluded = _Excluded(exclude, storage_options_for(exclude)) if exclude else None
     found: dict[str, InputFile] = {}
     for i, pattern in enumerate(patterns):
         where = f"input.paths[{i}]"
         try:
             fs, path = filesystem(pattern, storage_options_for(pattern))
-            shards = _run_shards(fs, path, pattern, storage_options_for(pattern))
-            listed = _list(fs, path) if shards is None else [(p, size) for p, (size, _) in shards.items()]
-            files = [(p, size) for p, size in listed if not (excluded and excluded.holds(fs, p))]
+            listed = _expand(fs, path, pattern, storage_options_for(pattern), excluded)
+            files = [(p, size, sha) for p, size, sha in listed if not (excluded and excluded.holds(fs, p))]
         except YlinkError as exc:  # InputError, and ManifestError for a run's damaged manifest
             raise InputError(f"{where}: {exc}") from None
         except FileNotFoundError:
@@ -80,7 +80,7 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
         if not files:
             hint = " (does the bucket exist?)" if "://" in pattern else ""
             raise InputError(f"{where}: nothing matches {pattern!r}{hint}")
-        for path, size in files:
+        for path, size, sha256 in files:
             if is_local(fs) and not os.access(path, os.R_OK):
                 raise InputError(f"{where}: no permission to read {path}")
             url = full_url(fs, path)
@@ -89,11 +89,38 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
                 raise InputError(f"{where}: two inputs are both {shown} once their credentials are hidden, "
                                  f"so their documents would get the same ids; make the URLs differ in "
                                  f"something else (e.g. add a parameter such as &file=...)")
-            if shards is not None:
-                found[shown] = InputFile(url, size, run_shard=True, sha256=shards[path][1])
+            if sha256 is not None:
+                found[shown] = InputFile(url, size, run_shard=True, sha256=sha256)
             elif shown not in found or not found[shown].run_shard:  # a shard named twice stays one
                 found[shown] = InputFile(url, size)
     return [found[u] for u in sorted(found)]
+
+
+def _expand(fs: fsspec.AbstractFileSystem, path: str, pattern: str, storage_options: dict[str, Any],
+            excluded: "_Excluded | None") -> list[tuple[str, int | None, str | None]]:
+    """(path, bytes, sha256 when it is a finished run's shard) of every file `path` names. A finished
+    run, named itself, matched by a wildcard (`runs/*`) or inside a named folder (a folder of runs),
+    gives the shards its manifest lists and nothing else of it: never its rejected/, quarantine/,
+    llm-cache/ nor its JSON files, which a plain listing would read as documents."""
+    shards = _run_shards(fs, path, pattern, storage_options)
+    if shards is not None:
+        return [(p, size, sha) for p, (size, sha) in shards.items()]
+    files, folders = _list(fs, path)
+    # Runs in the listing: folders matched by a wildcard, and folders holding a ylink run.json; the
+    # outermost only (a run's tier folders hold manifests of their own, listed by the run's), and
+    # never the run's own output folder (`excluded`), which is no input even while it is unfinished.
+    candidates = sorted(set(folders) | {p.rpartition("/")[0] for p, _ in files
+                                        if p.endswith("/run.json") and _is_ylink_run(fs, p)})
+    runs: dict[str, dict[str, tuple[int, str]]] = {}
+    for root in candidates:
+        if any(root.startswith(r + "/") for r in runs) or (excluded and excluded.holds(fs, root)):
+            continue
+        found = _run_shards(fs, root, full_url(fs, root), storage_options)
+        if found is not None:
+            runs[root] = found
+    out = [(p, size, None) for p, size in files if not any(p.startswith(r + "/") for r in runs)]
+    out += [(p, size, sha) for found in runs.values() for p, (size, sha) in found.items()]
+    return sorted(out)
 
 
 def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
@@ -111,7 +138,7 @@ def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
         return None
     root = path.rstrip("/")
     if not fs.exists(join(root, "manifest.json")):
-        if _is_unfinished_run(fs, join(root, "run.json")):
+        if _is_ylink_run(fs, join(root, "run.json")):
             raise InputError(f"{pattern!r} is an unfinished ylink run (run.json, no manifest.json): rerun that "
                              "run to finish it, then read it; or name the files inside it to read them as they are")
         return None
@@ -134,7 +161,7 @@ def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
     return shards
 
 
-def _is_unfinished_run(fs: fsspec.AbstractFileSystem, run_json: str) -> bool:
+def _is_ylink_run(fs: fsspec.AbstractFileSystem, run_json: str) -> bool:
     """Whether `run_json` is the run.json of a ylink run (its fingerprint and version), not any file so named."""
     try:
         info = json.loads(fs.cat_file(run_json))
@@ -163,22 +190,24 @@ def _signs(name: str) -> bool:
                for word in re.split(r"[^a-z0-9]+", name.lower()))
 
 
-def _list(fs: fsspec.AbstractFileSystem, path: str) -> list[tuple[str, int | None]]:
+def _list(fs: fsspec.AbstractFileSystem, path: str) -> tuple[list[tuple[str, int | None]], list[str]]:
+    """(files, folders a wildcard matched) that `path` names."""
     if GLOB_CHARS & set(path) and not path.startswith(("http://", "https://")):
         entries = fs.glob(path, detail=True)
         parts = path.split("/")
         literal = next(k for k, part in enumerate(parts) if GLOB_CHARS & set(part))
         # A wildcard written with a leading "." or "_" asks for such entries: no skipping then.
         wants_hidden = any(part.startswith((".", "_")) for part in parts[literal:])
-        return sorted((p, i.get("size")) for p, i in entries.items() if i.get("type") != "directory"
-                      and (wants_hidden or not _hidden(p.split("/")[literal:])))
+        shown = {p: i for p, i in entries.items() if wants_hidden or not _hidden(p.split("/")[literal:])}
+        return (sorted((p, i.get("size")) for p, i in shown.items() if i.get("type") != "directory"),
+                sorted(p.rstrip("/") for p, i in shown.items() if i.get("type") == "directory"))
     info = fs.info(path)
     if info.get("type") == "directory":
         root = info.get("name", path).rstrip("/")
         entries = fs.find(path, detail=True)
         return sorted((p, i.get("size")) for p, i in entries.items()
-                      if not _hidden(p[len(root):].strip("/").split("/")))
-    return [(info.get("name", path) if not path.startswith(("http://", "https://")) else path, info.get("size"))]
+                      if not _hidden(p[len(root):].strip("/").split("/"))), []
+    return [(info.get("name", path) if not path.startswith(("http://", "https://")) else path, info.get("size"))], []
 
 
 def _hidden(parts: list[str]) -> bool:

@@ -7,8 +7,10 @@ the concurrency are not in it (llm/config.py `ANSWER_KEYS`): the same model aske
 answers alike wherever it runs. An entry is written atomically (a temporary name then a rename
 locally; object stores publish an upload whole), so Ray workers sharing the folder, even asking
 the same thing at the same moment, never read half an entry: two writers write the same request's
-answer and either one wins. Nothing in an entry names the server or holds a credential: the client
-masks the configured secrets in an answer before it is kept (a server may quote the key back).
+answer and either one wins. An entry holds its request's key and a checksum of its content
+(`io.digest.seal`): one that fails them is asked again, never used. Nothing in an entry names the
+server or holds a credential: the client masks the configured secrets in an answer before it is kept
+(a server may quote the key back).
 
 Only chat completions the server gave are kept, whether the op can use their content or not: an
 answer an op cannot parse is quarantined again on a rerun, for free. A body that is no chat
@@ -22,6 +24,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..io.digest import seal, unseal
 from ..io.fs import atomic_write, filesystem, join
 
 FORMAT = 1  # in every entry and in the key: a change of layout never reads old entries wrongly
@@ -54,18 +57,21 @@ class ResponseCache:
         return join(self.root, key[:2], f"{key}.json")
 
     def get(self, key: str) -> CachedAnswer | None:
+        """The answer kept for `key`; None when there is none, or none that passes its checksum (a
+        damaged or edited entry, one filed under another request's name, one from before entries had
+        a checksum): that request is asked again, and its entry overwritten."""
         try:
-            entry = json.loads(self.fs.cat_file(self._path(key)))
+            entry = unseal(json.loads(self.fs.cat_file(self._path(key))))
         except FileNotFoundError:
             return None
-        except ValueError:  # not JSON: a foreign or damaged file is asked again, and overwritten
+        except ValueError:  # not JSON (nor UTF-8)
             return None
-        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        if entry is None or entry.get("format") != FORMAT or entry.get("key") != key:
             return None
         return CachedAnswer(entry["text"], entry.get("finish_reason"), int(entry.get("prompt_tokens", 0)),
                             int(entry.get("completion_tokens", 0)))
 
     def put(self, key: str, answer: CachedAnswer) -> None:
-        data = json.dumps({"format": FORMAT, **asdict(answer)}, ensure_ascii=False).encode()
+        data = json.dumps(seal({"format": FORMAT, "key": key, **asdict(answer)}), ensure_ascii=False).encode()
         with atomic_write(self.fs, self._path(key)) as f:
             f.write(data)

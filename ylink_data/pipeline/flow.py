@@ -19,6 +19,7 @@ inputs that an earlier step makes (their files are checked when the step starts)
 from __future__ import annotations
 
 import copy
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,9 +97,37 @@ def load_flow(path: str, overrides: list[str] | None = None) -> Flow:
             steps.append(_step(kinds[0], item, where, base_dir, source))
         except ConfigError as exc:
             problems += [f"{where}.{p}" if not p.startswith(where) else p for p in exc.problems]
+    problems += _missing_files(steps)
     if problems:
         raise ConfigError(problems, source)
     return Flow(str(raw.get("name") or Path(path).stem), steps, source)
+
+
+def _missing_files(steps: list[Step]) -> list[str]:
+    """One line per file an op of a run step reads that does not exist and that no earlier step
+    writes (a quality_train step's model, a file in an earlier run's folder): the key and the path."""
+    from ..io.fs import filesystem
+    from .files_read import op_files
+
+    def spelled(url: str) -> str:
+        return url if "://" in url else os.path.abspath(url)
+
+    made: list[str] = []
+    problems = []
+    for step in steps:
+        if step.train is not None:
+            made.append(spelled(step.train.output))
+            continue
+        cfg = step.pipeline
+        for key, url in op_files(cfg):
+            if any(spelled(url) == m or spelled(url).startswith(m.rstrip("/") + "/") for m in made):
+                continue
+            fs, path = filesystem(url, cfg.storage_options(url))
+            if not fs.exists(path):
+                problems.append(f"{step.where}.run.{key}: {cfg.redact(url)} does not exist and no earlier step "
+                                "writes it; give the path or URL of an existing file")
+        made.append(spelled(cfg.output.path))
+    return problems
 
 
 def _step(kind: str, item: dict, where: str, base_dir: Path, source: str | None) -> Step:

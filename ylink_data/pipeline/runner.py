@@ -27,6 +27,7 @@ from ..io.fs import InputFile, expand_paths, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
+from .files_read import files_read
 from .global_phase import GlobalContext
 from .layout import RunLayout
 from .lock import FolderLock, hold_run_folder
@@ -178,6 +179,11 @@ class Runner:
             # Ops may leave out parameters that change no output (an LLM op: its server and key).
             "stages": [[name, _fingerprint_params(name, params)] for name, params in self.cfg.ops],
         }
+        # The content of every file the ops read (models, tokenizers, benchmarks, prompts, lists):
+        # a file changed in place is another run. Left out when there is none, as above.
+        read = files_read(self.cfg)
+        if read:
+            fingerprinted["files read"] = read
         digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
         return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_megatron(self.cfg))
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..io.digest import has_checksum, write_checksum
 from ..io.fs import filesystem, is_local
 from .preprocess import STRUCTURE_MARKS, model_lines
 
@@ -42,12 +43,15 @@ def local_copy(url: str, storage_options: dict[str, Any] | None = None) -> str:
     key = hashlib.sha256(f"{url}\0{info.get('size')}\0{stamp}".encode()).hexdigest()[:24]
     target = cache_dir() / f"{key}-{os.path.basename(path) or 'model.bin'}"
     with _cache_lock:
-        if not target.is_file():
+        # A copy is used only with the checksum written when it was fetched: one damaged on disk
+        # since, or cut short by a crash between the two, is fetched again.
+        if not has_checksum(target):
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
             try:
                 fs.get_file(path, str(tmp))
                 os.replace(tmp, target)
+                write_checksum(target)
             finally:
                 tmp.unlink(missing_ok=True)
     return str(target)

@@ -19,9 +19,9 @@ import re
 from pydantic import PositiveInt
 
 from ..transform import units
-from ..transform.wordlists import load_word_list
+from ..transform.wordlists import bundled_names, load_word_list
 from . import register
-from .base import Document, DocumentFilter, Language, LanguageAwareOp, Seconds, Strings
+from .base import Document, DocumentFilter, Language, LanguageAwareOp, Seconds, Strings, named_files
 
 DEFAULT_LISTS = {"zh": ["zh-obscene", "zh-gambling"], "en": []}
 _HAN = re.compile(r"^[\u3400-\u9fff\U00020000-\U0002ffff]{1,2}$")
@@ -46,6 +46,12 @@ class BadWords(LanguageAwareOp, DocumentFilter):
     bundled lists of `language` (none for English: pass the LDNOOBW `en` file you want)."""
 
     name = "badwords"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        # A list name without a slash is a bundled list (`load_word_list`): part of the package.
+        return [(key, spec) for key, spec in named_files("lists", params.get("lists"))
+                if "/" in spec or spec not in bundled_names("badwords")]
 
     def __init__(self, language: Language = "en", lists: Strings | None = None,
                  min_matches: PositiveInt = 1, check_title: bool = True, time_limit_s: Seconds | None = 60.0):

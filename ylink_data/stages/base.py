@@ -104,6 +104,26 @@ class Op:
         """Whether the op, with these parameters, needs the whole corpus (a phase of its own)."""
         return issubclass(cls, GlobalOp)
 
+    @classmethod
+    def files_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        """(parameter key, path or URL) of every file or folder the op reads that its parameters name:
+        models, tokenizers, benchmarks, prompts, word lists, indexes. The one declaration of them: the
+        run's fingerprint holds their content (`io.digest`), and validation and planning refuse a
+        missing one, naming the key. Bundled assets are part of the package, not listed."""
+        return []
+
+
+def named_files(key: str, value: Any) -> list[tuple[str, str]]:
+    """(key, path) of a parameter that names a file, a list of files (`key[i]`) or files by name
+    (`key.name`); None names none."""
+    if isinstance(value, str):
+        return [(key, value)]
+    if isinstance(value, dict):
+        return [(f"{key}.{k}", v) for k, v in value.items() if isinstance(v, str)]
+    if isinstance(value, (list, tuple)):
+        return [(f"{key}[{i}]", v) for i, v in enumerate(value) if isinstance(v, str)]
+    return []
+
 
 class MapOp(Op):
     """An op applied batch by batch, independently per task.

@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..tokens.load import load_tokenizer
 from ..transform.chunking import chunk_text
 from . import register
-from .base import Document, DocumentSplitter
+from .base import Document, DocumentSplitter, named_files
 
 PAGE_OFFSETS = "page_offsets"  # the readers' metadata key: character offset where each page begins
 
@@ -43,6 +43,10 @@ class Chunk(DocumentSplitter):
     columns = {"chunk_index": pa.int32(), "heading_path": pa.list_(pa.string()), "chunk_start": pa.int64(),
                "chunk_end": pa.int64(), "chunk_overlap": pa.int32(), "page_start": pa.int32(),
                "page_end": pa.int32()}
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("tokenizer", params.get("tokenizer")) if params.get("unit") == "tokens" else []
 
     def __init__(self, size: PositiveInt = 2000, overlap: NonNegativeInt = 200,
                  unit: Literal["chars", "tokens"] = "chars", tokenizer: str | None = None):

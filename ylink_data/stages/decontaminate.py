@@ -158,6 +158,11 @@ class Decontaminate(MapOp):
 
     name = "decontaminate"
 
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return [(f"benchmarks[{i}].path", b["path"]) for i, b in enumerate(params.get("benchmarks") or [])
+                if isinstance(b, dict) and isinstance(b.get("path"), str)]
+
     def __init__(self, benchmarks: Annotated[list[Any], Field(min_length=1)],
                  mode: Literal["drop", "annotate"] = "drop", column: str = "text",
                  ngram: NgramSize = WORD_NGRAM, ngram_zh: NgramSize = CHAR_NGRAM,

@@ -46,7 +46,7 @@ from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
 from ..transform.rouge import RougePool, rouge_l
 from . import register
-from .base import BatchResult, Fraction, fan_out
+from .base import BatchResult, Fraction, fan_out, named_files
 
 COLUMNS = {"instruction": pa.string(), "input": pa.string(), "origin": pa.string(), "rouge_l_max": pa.float64()}
 Method = Literal["constraints", "deepen", "concretise", "reasoning", "breadth"]
@@ -60,6 +60,10 @@ class InstructGenerate(LLMOp):
     nothing scores 1.0, one adding a 10-word constraint to a 20-word one about 0.8), ours."""
 
     name = "instruct_generate"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("prompt", params.get("prompt"))
 
     def __init__(self, mode: Literal["self_instruct", "evol"] = "self_instruct", count: PositiveInt | None = None,
                  seed: Annotated[int, Field(ge=0, lt=2**63)] = 0, threshold: Fraction = 0.7,

@@ -22,7 +22,7 @@ from pydantic import NonNegativeInt, PositiveInt
 
 from ..datagen.heuristics import MAX_CHARS_ZH, MAX_WORDS, MIN_CHARS_ZH, MIN_WORDS, is_chinese
 from . import register
-from .base import BatchResult, MapOp
+from .base import BatchResult, MapOp, named_files
 
 PHRASES = Path(__file__).resolve().parent.parent.parent / "configs" / "datagen" / "refusals.txt"
 
@@ -44,6 +44,10 @@ class InstructionFilter(MapOp):
     """Drops instructions out of length bounds and responses that refuse; see the module docstring."""
 
     name = "instruction_filter"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("phrases", params.get("phrases")) if params.get("refusal", True) else []
 
     def __init__(self, column: str = "instruction", response_column: str = "response",
                  min_words: NonNegativeInt = MIN_WORDS, max_words: PositiveInt = MAX_WORDS,

@@ -57,7 +57,7 @@ from ..errors import YlinkError
 from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
 from . import register
-from .base import BatchResult
+from .base import BatchResult, named_files
 from .qa_generate import PROMPTS, RAW_CHARS, load_prompt, prompt_languages
 
 LOW, HIGH = 1, 10  # the response rubric's scale (parse_score's default)
@@ -170,6 +170,10 @@ class Judge(LLMOp):
     some servers refuse the field."""
 
     name = "judge"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("prompt", params.get("prompt"))
 
     def __init__(self, mode: Literal["pointwise", "pairwise"] = "pointwise",
                  rubric: Literal["response", "edu"] | None = None, prompt: str | None = None,

@@ -79,6 +79,12 @@ class MinHashDedup(GlobalOp):
     name = "minhash_dedup"
     preload = ("ylink_data.dedup.kernels",)
 
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        # A saved index's index.json holds the sha256 of each of its files, which are checked on read.
+        index = params.get("index")
+        return [("index", f"{index.rstrip('/')}/{INDEX_FILE}")] if index else []
+
     def __init__(self, threshold: Annotated[float, Field(gt=0, lt=1)] = 0.8,
                  num_perm: Annotated[int, Field(ge=2, le=1024)] = 128,
                  bands: PositiveInt | None = None, rows: PositiveInt | None = None,

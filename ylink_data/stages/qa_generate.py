@@ -34,7 +34,7 @@ from ..llm.op import LLMOp
 from ..transform import grounding
 from ..transform.script import is_unspaced, script_counts, script_languages
 from . import register
-from .base import BatchResult, Fraction, fan_out, pair_rows
+from .base import BatchResult, Fraction, fan_out, named_files, pair_rows
 
 PROMPTS = Path(__file__).resolve().parent.parent.parent / "configs" / "prompts"
 RAW_CHARS = 2000  # of an unusable answer, quoted in its quarantine entry
@@ -100,6 +100,10 @@ class QAGenerate(LLMOp):
     off for a server that refuses it."""
 
     name = "qa_generate"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("prompt", params.get("prompt"))
 
     def __init__(self, pairs: Annotated[int, Field(ge=1, le=50)] = 3, prompt: str | None = None,
                  min_support: Fraction = 0.5, json_mode: bool = True, llm: LLMOverride | None = None):

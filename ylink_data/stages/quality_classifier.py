@@ -35,7 +35,7 @@ from ..pipeline.global_phase import GlobalContext, RunLayout, read_key_columns, 
 from ..transform.units import unit_language
 from . import register
 from ..errors import InputError
-from .base import BatchResult, GlobalOp, MapOp
+from .base import BatchResult, GlobalOp, MapOp, named_files
 
 DEFAULT_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
 _BINS = 1 << 16
@@ -49,6 +49,11 @@ class QualityClassifier(MapOp, GlobalOp):
     """Scores documents with a fastText quality classifier; see the module docstring."""
 
     name = "quality_classifier"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        model = params.get("model", "default")
+        return [] if model == "default" else named_files("model", model)
 
     def __init__(self, model: str | Annotated[dict[str, str], Field(min_length=1)] = "default",
                  score_column: str = "quality_score",

@@ -30,7 +30,7 @@ from ..tokens.pack import LOSS_MASK
 from ..errors import InputError
 from ..tokens.sft import ChatTemplate, compile_template, encode_rendered, load_chat_template, render_with_spans
 from . import register
-from .base import BatchResult, MapOp
+from .base import BatchResult, MapOp, named_files
 
 
 @register
@@ -40,6 +40,11 @@ class SftTokenize(MapOp):
     which most templates (and most trainers' assumptions) require."""
 
     name = "sft_tokenize"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("tokenizer", params.get("tokenizer")) + named_files("tokenizer_config",
+                                                                              params.get("tokenizer_config"))
 
     def __init__(self, tokenizer: str, chat_template: str | None = None, tokenizer_config: str | None = None,
                  format: Literal["auto", "messages", "sharegpt", "alpaca"] = "auto",

@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..tokens.encode import NUM_TOKENS, TOKEN_IDS, encode_texts
 from ..tokens.load import LoadedTokenizer, load_tokenizer
 from . import register
-from .base import BatchResult, MapOp
+from .base import BatchResult, MapOp, named_files
 
 
 @register
@@ -34,6 +34,10 @@ class Tokenize(MapOp):
     """Adds `token_ids` and `num_tokens`; see the module docstring."""
 
     name = "tokenize"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        return named_files("tokenizer", params.get("tokenizer"))
 
     def __init__(self, tokenizer: str, append_eod: bool = True, eod_token: str | None = None):
         if not tokenizer.strip():

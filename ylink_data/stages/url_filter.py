@@ -33,7 +33,7 @@ from pydantic import PositiveInt
 
 from ..transform.wordlists import bundled_list, read_list
 from . import register
-from .base import Document, DocumentFilter
+from .base import Document, DocumentFilter, named_files
 
 ListParam = str | list[str] | None
 
@@ -119,6 +119,17 @@ class UrlFilter(DocumentFilter):
     soft_banned_words, banned_subword); see the module docstring for the rules and list formats."""
 
     name = "url_filter"
+
+    @classmethod
+    def files_read(cls, params: dict) -> list[tuple[str, str]]:
+        files = []
+        for key in DEFAULT_LISTS:  # each list parameter: a file, or entries where `@path` names a file
+            given = params.get(key)
+            if isinstance(given, str):
+                files.append((key, given))
+            else:
+                files += [(k, v[1:]) for k, v in named_files(key, given) if v.startswith("@")]
+        return files
 
     def __init__(self, blocked_domains: ListParam = None, blocked_urls: ListParam = None,
                  banned_words: ListParam = None, soft_banned_words: ListParam = None,

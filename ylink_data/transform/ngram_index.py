@@ -54,6 +54,7 @@ from typing import Any, BinaryIO, Iterable
 import numpy as np
 import pyarrow as pa
 
+from ..io.digest import file_digest, new_digest
 from .ngrams import Tokens, _string_parts, ngram_hashes, token_hashes
 from .script import written_unspaced
 
@@ -115,6 +116,7 @@ class IndexWriter:
     def __init__(self, out: BinaryIO, *, word_ngram: int = WORD_NGRAM, char_ngram: int = CHAR_NGRAM,
                  min_tokens: int = MIN_TOKENS):
         self.out, self.pos = out, 0
+        self.digest = new_digest()  # of every byte before the footer: checked when the file is read back
         self.word_ngram, self.char_ngram, self.min_tokens = word_ngram, char_ngram, min_tokens
         self.sections: dict[str, list[Any]] = {}  # name -> [offset, dtype, count]
         self.benchmarks: list[str] = []
@@ -217,13 +219,15 @@ class IndexWriter:
         self._array("bitmap", bits)
         footer = json.dumps({"sections": self.sections, "benchmarks": self.benchmarks, "items": self.items,
                              "lengths": sorted(self.lengths, reverse=True), "skipped": self.skipped,
-                             "prefix_bits": bits_len, "meta": meta or {}}).encode()
+                             "prefix_bits": bits_len, "meta": meta or {},
+                             "checksum": self.digest.hexdigest()}).encode()
         self._write(np.frombuffer(footer, np.uint8))
         self._write(np.frombuffer(len(footer).to_bytes(8, "little") + MAGIC, np.uint8))
 
     def _write(self, array: np.ndarray) -> None:
         view = memoryview(np.ascontiguousarray(array)).cast("B")
         self.out.write(view)
+        self.digest.update(view)
         self.pos += len(view)
 
     def _begin(self, name: str, dtype: Any) -> None:
@@ -254,8 +258,10 @@ class NgramIndex:
         if footer_len > size - 16:
             raise NotAnIndex("footer length out of bounds")
         end = size - 16 - footer_len
+        self.body_bytes = end  # what the footer's checksum covers (`open` checks it)
         try:
             footer = json.loads(bytes(buffer[end:size - 16]))
+            self.checksum: str | None = footer.get("checksum")
             self.meta: dict[str, Any] = footer["meta"]
             self.benchmarks: list[str] = footer["benchmarks"]
             self.items: int = footer["items"]
@@ -294,17 +300,22 @@ class NgramIndex:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "NgramIndex":
-        """The index file at `path`, memory-mapped read-only (the map outlives the file's removal)."""
+        """The index file at `path`, memory-mapped read-only (the map outlives the file's removal),
+        once its content matches the checksum its footer holds: a file damaged in place (its body
+        zeroed, header and size intact) would otherwise find nothing and drop nothing, without a word."""
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 raise NotAnIndex("empty file")
             buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        index = cls(buffer, str(path))
+        if index.checksum is None or file_digest(path, index.body_bytes) != index.checksum:
+            raise NotAnIndex(f"{path}: its content does not match the checksum in its footer (damaged)")
         if hasattr(buffer, "madvise"):
             # Reads land at random: read each page alone, not the kernel's read-ahead around it (8 MB
             # on the bench machine). Checking 20,000 documents against a million items then brought
             # 6 MB of the items' text into memory instead of 93 MB (bench/RESULTS.md).
             buffer.madvise(mmap.MADV_RANDOM)
-        return cls(buffer, str(path))
+        return index
 
     def with_hashes(self, hashes: np.ndarray, hash_items: np.ndarray) -> "NgramIndex":
         """A copy whose hash entries are these (sorted hashes, int32 items): for tests that plant a

@@ -5,6 +5,7 @@ One entry point, `read_split`, yields `Record` / `Skip` / `Bad` for any supporte
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import math
 import zipfile
@@ -15,6 +16,8 @@ import fsspec.spec
 
 from ...config import InputConfig
 from ...errors import InputError
+from ...redaction import redact_url
+from ..digest import sha256_of
 from ..fs import InputFile, filesystem
 from .base import Bad, Record, Skip, Split, read_whole
 from .jsonl import read_jsonl
@@ -97,14 +100,19 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
             with fs.open(path, "rb") as f:
                 groups = row_group_count(f)
             if groups is None:  # not readable Parquet: one split, whose reader quarantines the file
-                splits.append(Split(file.url, fmt, size, 0, None, compression, run_shard=file.run_shard))
+                splits.append(Split(file.url, fmt, size, 0, None, compression, **_shard_of(file)))
                 continue
             per = max(1, math.ceil(groups / _pieces(size, target, cfg.split_bytes)))
-            splits += [Split(file.url, fmt, size, g, min(g + per, groups), run_shard=file.run_shard)
+            splits += [Split(file.url, fmt, size, g, min(g + per, groups), **_shard_of(file))
                        for g in range(0, groups, per)]
         else:
-            splits.append(Split(file.url, fmt, size, 0, None, compression, run_shard=file.run_shard))
+            splits.append(Split(file.url, fmt, size, 0, None, compression, **_shard_of(file)))
     return splits
+
+
+def _shard_of(file: InputFile) -> dict[str, Any]:
+    """What a split of `file` carries when it is a finished run's shard: read as one, checked by sha256."""
+    return {"run_shard": file.run_shard, "sha256": file.sha256}
 
 
 def sniff_format(url: str, storage_options: dict[str, Any]) -> str | None:
@@ -187,11 +195,16 @@ def group_splits(splits: list[Split], target_bytes: int | None, max_files: int =
 
 @contextlib.contextmanager
 def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | None = None) -> Iterator[IO[bytes]]:
-    """The split's file, decompressed when the whole file is compressed (JSONL, text, HTML)."""
+    """The split's file, decompressed when the whole file is compressed (JSONL, text, HTML). A shard of
+    a finished run is checked against its manifest's sha256 first (`check_run_shard`)."""
     if inline is not None:
+        if split.sha256 is not None:
+            check_run_shard(split, hashlib.sha256(inline).hexdigest())
         raw: IO[bytes] = io.BytesIO(inline)
     else:
         fs, path = filesystem(split.url, storage_options)
+        if split.sha256 is not None:
+            check_run_shard(split, sha256_of(fs, path))
         raw = fs.open(path, "rb")
         if isinstance(raw, fsspec.spec.AbstractBufferedFile):
             # Remote files (http, s3, gcs, ...) lack parts of the io interface that local files
@@ -205,6 +218,17 @@ def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | No
                 yield f
         else:
             yield raw
+
+
+def check_run_shard(split: Split, digest: str) -> None:
+    """A finished run's shard whose bytes are not those its manifest vouches for (flipped in place,
+    same size) fails the run in one line, as a missing or resized shard does (`fs._run_shards`):
+    the run is damaged, and reading it would pass off a part of it as the whole (its rows as one
+    quarantined "unreadable file", or worse, altered rows as documents)."""
+    if digest != split.sha256:
+        raise InputError(f"{redact_url(split.url)}: its sha256 is not the one its run's manifest.json lists "
+                         f"({digest[:12]}... vs {split.sha256[:12]}...): the run was damaged after it was written; "
+                         "rerun that run, or copy it again")
 
 
 class _ZstdReader(io.RawIOBase):

@@ -24,6 +24,7 @@ class Split:
     end: int | None = None  # exclusive; None = to the end of the file
     compression: str | None = None  # "gzip" / "zstd" for whole-file compressed text inputs
     run_shard: bool = False  # a shard of a finished ylink run (fs.InputFile.run_shard): its columns kept
+    sha256: str | None = None  # a run shard's, from its manifest: checked before a byte of it is read
 
     def describe(self) -> str:
         if self.start == 0 and self.end is None:
