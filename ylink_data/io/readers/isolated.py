@@ -55,7 +55,7 @@ def _load():
     def read(args: tuple, data: bytes) -> list[Record | Skip | Bad]:
         split, (ocr, ocr_languages, max_unpacked_bytes) = args
         if split.format == "pdf":
-            return list(read_pdf(split, data, ocr, ocr_languages))
+            return list(read_pdf(split, data, ocr, ocr_languages, max_unpacked_bytes))
         if split.format == "docx":
             return list(read_docx(split, data, max_unpacked_bytes))
         if split.format == "pptx":
