@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import json
 import lzma
 import zlib
@@ -74,3 +75,57 @@ def test_a_compressed_jsonl_of_huge_lines_is_read_in_bounded_memory(ext, tmp_pat
     # Measured (2026-12, this machine): 91-95 MB for each codec; before the fix zstd peaked at 499 MB,
     # its one frame decompressed whole by one call.
     assert peak < decompressed // 2, f"{ext}: peak RSS {peak:,} bytes reading {decompressed:,} decompressed"
+
+
+def _zstd_stream_of_every_frame_kind() -> tuple[bytes, bytes]:
+    """(compressed, content): frames with and without a checksum and a content size, raw, RLE and
+    compressed blocks, an empty frame, a streamed frame of several blocks, and a skippable frame."""
+    with gzip.open(JSONL, "rb") as f:
+        prose = f.read(200_000)  # real documents: compressed blocks
+    pieces = [(zstandard.ZstdCompressor(write_checksum=True), prose[:50_000]),
+              (zstandard.ZstdCompressor(write_content_size=False), b"a" * 300_000),  # RLE blocks
+              (zstandard.ZstdCompressor(level=-5), bytes(range(256)) * 40),  # raw blocks
+              (zstandard.ZstdCompressor(), b"")]
+    data = b"".join(c.compress(p) for c, p in pieces)
+    data += b"\x50\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"skip!"  # a skippable frame
+    streamed = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    data += b"".join(streamed.compress(prose[i:i + 40_000]) + streamed.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+                     for i in range(0, len(prose), 40_000)) + streamed.flush()
+    return data, b"".join(p for _, p in pieces) + prose
+
+
+def test_a_zstd_stream_cut_anywhere_says_so_and_a_whole_one_reads_whole():
+    """The bounded zstd reader follows the frames' structure itself (zstandard's stream reader ends
+    silently inside a cut-short frame): generated over every cut of a stream of every frame kind."""
+    from ylink_data.io.readers.decompress import decompressed
+
+    data, content = _zstd_stream_of_every_frame_kind()
+    assert decompressed(io.BytesIO(data), "zstd").read() == content
+    ends = set(range(1, len(data), max(1, len(data) // 400))) | set(range(len(data) - 40, len(data)))
+    for end in sorted(ends):
+        try:
+            got = decompressed(io.BytesIO(data[:end]), "zstd").read()
+        except (EOFError, zstandard.ZstdError):
+            continue
+        # A cut that falls between two frames is a whole stream of fewer frames: its content is a
+        # prefix made of whole frames, never a frame's part.
+        assert content.startswith(got) and data[:end] in _frame_prefixes(data), end
+
+
+def _frame_prefixes(data: bytes) -> set[bytes]:
+    """`data` cut at the end of each of its frames (zstandard's own frame sizes)."""
+    cuts, pos = {b""}, 0
+    while pos < len(data):
+        if data[pos:pos + 4] == b"\x50\x2a\x4d\x18":
+            pos += 8 + int.from_bytes(data[pos + 4:pos + 8], "little")
+        else:
+            pos += _frame_size(data[pos:])
+        cuts.add(data[:pos])
+    return cuts
+
+
+def _frame_size(data: bytes) -> int:
+    """The first frame's size in bytes: what the decompressor leaves unused after it."""
+    d = zstandard.ZstdDecompressor().decompressobj()
+    d.decompress(data)
+    return len(data) - len(d.unused_data)
