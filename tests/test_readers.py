@@ -677,3 +677,25 @@ def test_fast_path_reads_the_bulk_and_warcio_agrees(name, monkeypatch):
         warcio_only = list(read_split(split, f, cfg))
     assert hybrid == warcio_only
     assert len(vouched) == len(hybrid) and all(vouched)
+
+
+@pytest.mark.parametrize("binary_type", [pa.binary(), pa.large_binary(), pa.binary_view()], ids=str)
+@pytest.mark.parametrize("bad_rows", [(), (1,), (0, 2, 3)], ids=lambda r: f"not-utf8-{len(r)}")
+def test_parquet_text_stored_as_bytes_is_read_as_utf8_and_only_other_bytes_quarantined(tmp_path, binary_type, bad_rows):
+    """Issue 33: older Spark and Hive write strings as BINARY without a UTF-8 annotation; every row
+    was quarantined ("is bytes, not a string"). Generated over Arrow's byte types and over which rows
+    hold bytes that are not UTF-8 (Latin-1 text): only those are quarantined, the rest are read."""
+    objs = [json.loads(line) for line in jsonl_lines()][:6]
+    texts = [o["text"].encode("utf-8") for o in objs]
+    for i in bad_rows:
+        texts[i] = "Café crème, naïve façade".encode("latin-1")
+    urls = [o["metadata"]["url"].encode() for o in objs]
+    path = tmp_path / "spark.parquet"
+    pq.write_table(pa.table({"text": pa.array(texts, binary_type), "url": pa.array(urls, binary_type)}), path)
+    items, _ = read_all(path)
+    assert len(items) == len(objs)
+    for i, (item, obj) in enumerate(zip(items, objs)):
+        if i in bad_rows:
+            assert isinstance(item, Bad) and "not UTF-8" in item.error and item.offset == i, item
+        else:
+            assert isinstance(item, Record) and (item.text, item.url) == (obj["text"], obj["metadata"]["url"])

@@ -101,3 +101,13 @@ def test_an_empty_output_path_is_refused_naming_its_key(tmp_path):
     assert checked.returncode == 2, checked.stdout
     lines = checked.stderr.strip().splitlines()
     assert len(lines) == 1 and "output.path: empty path: name a folder or URL" in lines[0], checked.stderr
+
+
+def test_an_output_path_equal_to_an_input_file_says_so(tmp_path):
+    """Issue 33: it said "nothing matches" (the file was left out as the run's own output)."""
+    data = tmp_path / "a.jsonl.gz"
+    shutil.copy(JSONL, data)
+    checked = ylink("validate", REPO / "pipelines" / "quickstart.yaml", "--set", f"input.paths={data}",
+                    "--set", f"output.path={data}")
+    assert checked.returncode != 0
+    assert "is also output.path" in checked.stderr and "nothing matches" not in checked.stderr, checked.stderr

@@ -20,6 +20,7 @@ page or a file is not pickled; replies `(status, value)` pickled.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import subprocess
@@ -37,7 +38,9 @@ Handler = Callable[[Any, bytes], Any]
 
 class ChildFailed(DocumentError):
     """The work raised on an input (the message is its error as in-process work would word it:
-    "ValueError: ..."), or the child died on it."""
+    "ValueError: ..."), or it killed the child twice (`died`)."""
+
+    died = False
 
 
 class DeadlineProcess:
@@ -73,29 +76,42 @@ class DeadlineProcess:
         reply = self._reply(START_LIMIT_S)
         if reply is None or reply[0] != "ready":
             self.close()
-            why = f"did not start in {START_LIMIT_S:g} s" if reply is None else f"failed to start: {reply[1]}"
+            why = f"did not start in {START_LIMIT_S:g} s" if reply is None else f"failed to start ({reply[1]})"
             raise self.failure(f"{self.name} {why}")
         self._ready = True
 
     def call(self, args: Any, payload: bytes, time_limit_s: float) -> Any:
+        """A child that dies on an input is not proof against the input: the kernel's OOM killer takes
+        it (its score is the highest) when any process on the machine needs memory, and anyone may
+        kill it. The input goes to a new child once more; only an input that kills that one too is
+        failed for it, "it killed ... twice"."""
+        status, value = self._call_once(args, payload, time_limit_s)
+        if status == "died":
+            status, value = self._call_once(args, payload, time_limit_s)
+            if status == "died":
+                value = f"it killed {self.name} twice ({value})"
+        if status == "timeout":
+            raise DocumentTimeout(value)
+        if status != "ok":
+            failure = self.failure(value)
+            failure.died = status == "died"
+            raise failure
+        return value
+
+    def _call_once(self, args: Any, payload: bytes, time_limit_s: float) -> tuple[str, Any]:
         self.start()  # outside the limit: starting a child is not the input's time
         try:
             send(self._child.stdin, pickle.dumps((args, time_limit_s), pickle.HIGHEST_PROTOCOL), payload)
             reply = self._reply(time_limit_s + GRACE_S)
         except BrokenPipeError:  # the child died before it read the input
-            reply = ("error", self._died())
+            reply = ("died", self._died())
         except BaseException:  # interrupted mid-request (Ctrl-C, a signal's exception): the child's
             self.close()       # state is unknown, so the next input gets a new one
             raise
         if reply is None:  # stuck where its own alarm cannot reach (C code)
             self.close()
-            raise DocumentTimeout(timeout_message(time_limit_s))
-        status, value = reply
-        if status == "timeout":
-            raise DocumentTimeout(value)
-        if status != "ok":
-            raise self.failure(value)
-        return value
+            return "timeout", timeout_message(time_limit_s)
+        return reply
 
     def _reply(self, timeout: float) -> tuple | None:
         """The child's next reply, or None if none came within `timeout` seconds."""
@@ -105,14 +121,14 @@ class DeadlineProcess:
         try:
             (reply,) = receive(out, 1)
         except EOFError:
-            return ("error", self._died())
+            return ("died", self._died())
         return pickle.loads(reply)
 
     def _died(self) -> str:
+        """How the child ended: "SIGKILL, signal 9" or "exit code 1"."""
         code = self._child.wait()
         self.close()
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-        return f"{self.name} died on it: {how}"
+        return f"{signal.Signals(-code).name}, signal {-code}" if code < 0 else f"exit code {code}"
 
     def close(self) -> None:
         """Kill the child (a new one starts on the next `call`)."""
@@ -149,12 +165,33 @@ def serve(load: Callable[[], Handler]) -> None:
         args, seconds = pickle.loads(header)
         try:
             with time_limit(seconds):
+                _held_if_asked()
                 reply = ("ok", handle(args, payload))
         except DocumentTimeout as exc:
             reply = ("timeout", str(exc))
         except Exception as exc:
             reply = ("error", f"{type(exc).__name__}: {exc}")
         send(replies, pickle.dumps(reply, pickle.HIGHEST_PROTOCOL))
+
+
+HOLD_ENV = "YLINK_TEST_HOLD_CHILD"  # tests only: see _held_if_asked
+
+
+def _held_if_asked() -> None:
+    """Fault injection for tests (DEVELOPERS.md): with YLINK_TEST_HOLD_CHILD=K:DIR in the environment,
+    the first K children (counted by the files in DIR) write DIR/<pid> when an input arrives and wait
+    there, to be killed from outside in the middle of that input as the OOM killer would; the time
+    limit still ends the wait."""
+    value = os.environ.get(HOLD_ENV)
+    if not value:
+        return
+    times, _, folder = value.partition(":")
+    if len(os.listdir(folder)) >= int(times):
+        return
+    with open(os.path.join(folder, str(os.getpid())), "w"):
+        pass
+    while True:
+        signal.pause()
 
 
 def _first_to_go() -> None:

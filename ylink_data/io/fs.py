@@ -6,6 +6,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import urllib.parse
@@ -18,6 +19,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import InputError, OutputError, YlinkError
 from ..redaction import redact_url
+from .entries import Skipped, classify
+
+log = logging.getLogger(__name__)
 
 GLOB_CHARS = set("*?[")
 
@@ -67,7 +71,14 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
         try:
             fs, path = filesystem(pattern, storage_options_for(pattern))
             listed = _expand(fs, path, pattern, storage_options_for(pattern), excluded)
+            if excluded and any(excluded.is_root(fs, p) for p, _, _ in listed):
+                raise InputError(f"{pattern!r} is also output.path, where the run writes its folder; choose "
+                                 f"another output.path")
             files = [(p, size, sha) for p, size, sha in listed if not (excluded and excluded.holds(fs, p))]
+            if is_local(fs):
+                files, skipped = _regular_files(files)
+                if not files and skipped:
+                    raise InputError(f"{pattern!r} holds no file to read: {skipped[0].line()}")
         except YlinkError as exc:  # InputError, and ManifestError for a run's damaged manifest
             raise InputError(f"{where}: {exc}") from None
         except FileNotFoundError:
@@ -81,8 +92,6 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
             hint = " (does the bucket exist?)" if "://" in pattern else ""
             raise InputError(f"{where}: nothing matches {pattern!r}{hint}")
         for path, size, sha256 in files:
-            if is_local(fs) and not os.access(path, os.R_OK):
-                raise InputError(f"{where}: no permission to read {path}")
             url = full_url(fs, path)
             shown = redact_url(url)  # what names the file's documents (ids, the source column)
             if shown in found and not _same_file(found[shown].url, url):
@@ -121,6 +130,21 @@ def _expand(fs: fsspec.AbstractFileSystem, path: str, pattern: str, storage_opti
     out = [(p, size, None) for p, size in files if not any(p.startswith(r + "/") for r in runs)]
     out += [(p, size, sha) for found in runs.values() for p, (size, sha) in found.items()]
     return sorted(out)
+
+
+def _regular_files(files: list[tuple[str, int | None, str | None]]
+                   ) -> tuple[list[tuple[str, int | None, str | None]], list[Skipped]]:
+    """The local files that are regular files, and the entries skipped, each logged in one line
+    (entries.classify; it refuses some)."""
+    kept, skipped = [], []
+    for listed in files:
+        entry = classify(listed[0])
+        if entry is None:
+            kept.append(listed)
+        else:
+            log.warning(entry.line())
+            skipped.append(entry)
+    return kept, skipped
 
 
 def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
@@ -223,17 +247,23 @@ class _Excluded:
         self.root = os.path.realpath(root) if self.local else self.fs.unstrip_protocol(root.rstrip("/"))
         self._real_dirs: dict[str, str] = {}
 
+    def is_root(self, fs: fsspec.AbstractFileSystem, path: str) -> bool:
+        """`path` is the output folder itself (a file named as both input and output.path)."""
+        return is_local(fs) == self.local and self._resolved(fs, path) == self.root
+
     def holds(self, fs: fsspec.AbstractFileSystem, path: str) -> bool:
         if is_local(fs) != self.local:
             return False
+        path = self._resolved(fs, path)
+        return path == self.root or path.startswith(self.root.rstrip("/") + "/")
+
+    def _resolved(self, fs: fsspec.AbstractFileSystem, path: str) -> str:
         if self.local:
             folder, _, name = path.rpartition("/")
             if folder not in self._real_dirs:
                 self._real_dirs[folder] = os.path.realpath(folder or "/")
-            path = os.path.join(self._real_dirs[folder], name)
-        else:
-            path = fs.unstrip_protocol(path)
-        return path == self.root or path.startswith(self.root.rstrip("/") + "/")
+            return os.path.join(self._real_dirs[folder], name)
+        return fs.unstrip_protocol(path)
 
 
 class HashingWriter:

@@ -11,7 +11,6 @@ import math
 import zipfile
 from typing import IO, Any, Iterator
 
-import fsspec.compression
 import fsspec.spec
 
 from ...config import InputConfig
@@ -20,6 +19,7 @@ from ...redaction import redact_url
 from ..digest import sha256_of
 from ..fs import InputFile, filesystem
 from .base import Bad, Record, Skip, Split, read_whole
+from .decompress import decompressed
 from .jsonl import read_jsonl
 from .parquet import read_parquet, row_group_count
 from .text import read_html, read_text
@@ -211,10 +211,8 @@ def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | No
             # have, e.g. readline(limit): a standard buffered reader gives every reader all of it.
             raw = io.BufferedReader(raw, _REMOTE_BUFFER)
     with raw:
-        if split.compression == "zstd":
-            yield io.BufferedReader(_ZstdReader(raw), 1 << 20)
-        elif split.compression:
-            with fsspec.compression.compr[split.compression](raw, mode="rb") as f:
+        if split.compression:
+            with decompressed(raw, split.compression) as f:
                 yield f
         else:
             yield raw
@@ -229,40 +227,6 @@ def check_run_shard(split: Split, digest: str) -> None:
         raise InputError(f"{redact_url(split.url)}: its sha256 is not the one its run's manifest.json lists "
                          f"({digest[:12]}... vs {split.sha256[:12]}...): the run was damaged after it was written; "
                          "rerun that run, or copy it again")
-
-
-class _ZstdReader(io.RawIOBase):
-    """The zstd frames of `raw`, decompressed. zstandard's own stream reader has no readline and
-    ends silently inside a frame that is cut short, so a truncated .zst would lose its tail without
-    a word; this raises EOFError there instead, as gzip does."""
-
-    def __init__(self, raw: IO[bytes]):
-        import zstandard
-
-        self._raw, self._new = raw, zstandard.ZstdDecompressor().decompressobj
-        self._d: Any = None
-        self._pending = b""
-        self._out = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        while not self._out:
-            data, self._pending = self._pending or self._raw.read(1 << 16), b""
-            if not data:
-                if self._d is not None and not self._d.eof:
-                    raise EOFError("the zstd stream ends inside a frame (truncated file?)")
-                return 0
-            if self._d is None or self._d.eof:
-                self._d = self._new()  # a new frame
-            self._out = memoryview(self._d.decompress(data))
-            if self._d.eof:
-                self._pending = self._d.unused_data
-        n = min(len(b), len(self._out))
-        b[:n] = self._out[:n]
-        self._out = self._out[n:]
-        return n
 
 
 def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:

@@ -4,7 +4,9 @@ document reader. Whatever happens while a file is read, it is that file's fate, 
   error (a file's own parts that fail are the reader's to skip and count: document.Parts);
 - longer than `input.time_limit_s`, in Python (a list label of a billion "m"s) or in C (PDFium,
   lxml): `timeout`, the child stopping itself or being killed (io/deadline.py);
-- a crash of PDFium or lxml, or the OOM killer: `unreadable`, and the next file gets a new child.
+- the child dying on it (a crash of PDFium or lxml, the OOM killer, a kill from outside): the file
+  goes to a new child once more (deadline.DeadlineProcess.call), and is `unreadable` only when it
+  kills that one too ("it killed ... twice (SIGKILL, signal 9)").
 One child per worker process, started with the first document file and reused; it imports the
 readers once (0.5 s from start to ready on a 2-core EPYC VM). A file then costs one round trip, its
 bytes one way and its item back: 0.05-0.5 ms more than reading it in-process for the four files of
@@ -40,6 +42,9 @@ def read_document(split: Split, data: bytes, cfg: InputConfig) -> list[Record | 
         return [Bad(0, f"timeout: reading it took over input.time_limit_s ({cfg.time_limit_s:g} s); raise that limit to "
                        f"read such files", TIMEOUT)]
     except ChildFailed as exc:
+        if exc.died:
+            return [Bad(0, f"{exc}: the reader crashes on this {_KIND[split.format]} file or it needs more memory than "
+                           f"the machine has; save it again, or read it where there is more memory", UNREADABLE)]
         return [Bad(0, f"not a readable {_KIND[split.format]} file ({one_line(str(exc), 300)}): it is damaged, "
                        f"cut short, another format or uses a feature the reader lacks; save it again or remove it",
                     UNREADABLE)]
@@ -55,7 +60,7 @@ def _load():
     def read(args: tuple, data: bytes) -> list[Record | Skip | Bad]:
         split, (ocr, ocr_languages, max_unpacked_bytes) = args
         if split.format == "pdf":
-            return list(read_pdf(split, data, ocr, ocr_languages))
+            return list(read_pdf(split, data, ocr, ocr_languages, max_unpacked_bytes))
         if split.format == "docx":
             return list(read_docx(split, data, max_unpacked_bytes))
         if split.format == "pptx":

@@ -118,6 +118,9 @@ def record_from_mapping(obj: dict[str, Any], offset: int, text_field: str | None
     text = obj.pop(field)
     if text is None or (isinstance(text, str) and not text.strip()):
         return Skip(offset, "empty")
+    if isinstance(text, bytes):  # a Parquet byte column's value that is not UTF-8 (parquet._as_text)
+        return Bad(offset, f"field {field!r} holds bytes that are not UTF-8 text ({text[:40]!r}...); convert the "
+                           f"column to UTF-8 strings")
     if not isinstance(text, str):
         return Bad(offset, f"field {field!r} is {type(text).__name__}, not a string")
     return Record(offset, text, _url(obj, url_field), obj)

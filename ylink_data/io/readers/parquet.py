@@ -4,6 +4,7 @@ naming it, data that cannot be decoded is one `Bad` at the first row not read, a
 an invalid value (a string that is not UTF-8) is one `Bad` naming its column."""
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import IO, Any, Iterator
 
@@ -87,12 +88,47 @@ _RUN_COLUMNS = ("text", "url", "lang", "lang_score", "metadata")  # a run shard'
 def _rows(batch: pa.RecordBatch, first: int) -> list[dict | Bad]:
     """The batch's rows; a row that Arrow finds invalid is a Bad naming its column. Arrow does not
     check strings when it reads them: one that is not UTF-8 would stop the run (UnicodeDecodeError)
-    on every rerun. A batch is checked whole (fast); only a batch that fails is taken row by row."""
+    on every rerun. A batch is checked whole (fast); only a batch that fails is taken row by row.
+    Byte columns are read as text where they are UTF-8 (`_as_text`)."""
+    batch, undecoded = _as_text(batch)
     try:
         batch.validate(full=True)
     except pa.ArrowInvalid:
-        return [_row(batch.slice(i, 1), first + i) for i in range(batch.num_rows)]
-    return batch.to_pylist()
+        rows = [_row(batch.slice(i, 1), first + i) for i in range(batch.num_rows)]
+    else:
+        rows = batch.to_pylist()
+    for row in rows:
+        for name in undecoded if isinstance(row, dict) else ():
+            if isinstance(row[name], bytes):
+                with contextlib.suppress(UnicodeDecodeError):
+                    row[name] = row[name].decode("utf-8")
+    return rows
+
+
+_TEXT_OF = {pa.binary(): pa.string(), pa.large_binary(): pa.large_string(), pa.binary_view(): pa.string_view()}
+
+
+def _as_text(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[str]]:
+    """Older Spark and Hive write strings as BINARY without the UTF-8 annotation, so Arrow reads them
+    as bytes and every record would be quarantined ("is bytes, not a string"). A byte column that is
+    UTF-8 throughout becomes a string column (a view of the same buffers); the names of those that
+    are not are returned, to be decoded value by value: what is UTF-8 becomes text, and only a value
+    that is not stays bytes (a text field so is quarantined; a metadata field is kept as it is)."""
+    columns, undecoded, changed = list(batch.columns), [], False
+    for i, (field, column) in enumerate(zip(batch.schema, columns)):
+        text_type = _TEXT_OF.get(field.type)
+        if text_type is None:
+            continue
+        as_text = column.view(text_type)
+        try:
+            as_text.validate(full=True)
+        except pa.ArrowInvalid:
+            undecoded.append(field.name)
+            continue
+        columns[i], changed = as_text, True
+    if not changed:
+        return batch, undecoded
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names), undecoded
 
 
 def _row(one: pa.RecordBatch, row: int) -> dict | Bad:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import ctypes
 import re
 import subprocess
+import zlib
 from typing import Iterator
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from .base import Bad, Record, Skip, Split
+from .base import TOO_LARGE, Bad, Record, Skip, Split
+from .decompress import inflated_size
 from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, Parts, document, first_heading
 from .pdflayout import Line, Page, body_size, heading_levels, page_markdown, without_running_lines
 
@@ -33,7 +35,8 @@ _MIXED = re.compile(r"(?<=[A-Za-z])(?=[\u0600-\u06ff])|(?<=[\u0600-\u06ff])(?=[A
 _GARBAGE_SHARE = 0.3
 
 
-def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterator[Record | Skip | Bad]:
+def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str,
+             max_unpacked_bytes: int) -> Iterator[Record | Skip | Bad]:
     if not data:
         yield Bad(0, "empty file (0 bytes), not a PDF; remove it or replace it with the complete file", UNREADABLE)
         return
@@ -43,6 +46,10 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
     if b"%%EOF" not in data[-2048:]:
         # PDFium rebuilds a cut-short file from what is left and would return part of it as if whole.
         yield Bad(0, "truncated PDF (no %%EOF at the end); copy the complete file again", UNREADABLE)
+        return
+    big = _stream_too_large(data, max_unpacked_bytes)
+    if big is not None:
+        yield big
         return
     try:
         pdf = pdfium.PdfDocument(data)
@@ -94,6 +101,32 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str) -> Iterat
         return
     # The first heading before the Title entry, which is often the authoring tool's file name.
     yield document(split, markdown, PDF, first_heading("\n".join(markdown)) or title, parts=parts)
+
+
+_STREAM = re.compile(rb"(?<!end)stream(?:\r\n|\n|\r)")
+_FLATE = re.compile(rb"/Filter\s*\[?\s*/Fl(?:ateDecode)?\b")  # Flate alone or first in a chain
+
+
+def _stream_too_large(data: bytes, limit: int) -> Bad | None:
+    """A PDF with a Flate stream that inflates to more than `limit` bytes: PDFium inflates a stream
+    whole, and a content stream parsed takes ~12 times its size (a 712 KB file of one 200 MB stream
+    took the reader to 2.5 GB). Each stream is inflated here first, bounded (decompress.py), and
+    only counted. A stream is found by its keyword, its filter in the dictionary before it (back to
+    its `obj`); one that is no zlib stream (encrypted, or the word inside binary data) is PDFium's
+    to judge. Other filters (LZW, run-length) are not inflated here."""
+    view = memoryview(data)
+    for m in _STREAM.finditer(data):
+        start = data.rfind(b"obj", max(0, m.start() - 4096), m.start())
+        if start < 0 or not _FLATE.search(data, start, m.start()):
+            continue
+        try:
+            size = inflated_size(view[m.end():], limit)
+        except zlib.error:
+            continue
+        if size > limit:
+            return Bad(0, f"a stream inflates to over input.max_unpacked_bytes ({limit:,} bytes); raise it to "
+                          f"read this file", TOO_LARGE)
+    return None
 
 
 def _page_lines(page: pdfium.PdfPage) -> Page | None:
