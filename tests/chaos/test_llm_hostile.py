@@ -11,12 +11,14 @@ minutes, an endless one held the run forever, and the key reached data/, llm-cac
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from tests.chaos.hostile_answers import junk, score_lines, scores, strings
 from tests.llmserver import UNUSABLE, LLMServer
 from ylink_data import run
 from ylink_data.llm.client import MAX_BODY_BYTES, RAW_CHARS
@@ -175,3 +177,151 @@ def test_the_key_reaches_no_output_whatever_the_server_says(tmp_path, capfd):
         assert [r for r in _rows(out) if r["context"] != _chunk(1)] == rows
     console = capfd.readouterr()
     _assert_no_secret_in(out, console.out + console.err)
+
+
+# ----------------------------------------------------------------------------- issue 33, points 5 and 10
+# Whatever a model answers, its row is kept with what the answer says, or quarantined as
+# `unusable_response` with one bounded line; the run goes on, and so does a rerun that reads the same
+# answers from the response cache. The answers are generated (tests/chaos/hostile_answers.py) for
+# every op that reads one: the judge's scores in every form and reasons holding every kind of string
+# and junk, qa_generate's pairs, respond's responses. Before: a 5,000-digit score stopped the run
+# (ValueError from json), a lone surrogate too (UnicodeEncodeError from Arrow), and every rerun the
+# same way; "3/10" on a 0-5 scale was stored as 3, per-criterion lines under a total as the first one.
+
+def _real_sentences(shared_data: Path, n: int) -> list[str]:
+    import gzip
+    out = []
+    with gzip.open(shared_data / "en_reuters21578_nltk/reuters21578_apte.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            text = " ".join(json.loads(line)["text"].split())
+            if 300 <= len(text) <= 2000:
+                out.append(text)
+                if len(out) == n:
+                    return out
+    return out
+
+
+def _case_doc(k: int, text: str) -> str:
+    return f"Case {k}. {text}"
+
+
+def _case_match(k: int) -> str:
+    return re.escape(f"Case {k}. ")
+
+
+def _run_cases(tmp_path: Path, server: LLMServer, docs: list[str], stage: dict) -> tuple[dict, Path]:
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    cfg = {"input": {"paths": [str(data)], "format": "jsonl"}, "output": {"path": str(tmp_path / "out")},
+           "llm": {"base_url": server.base_url, "model": "ylink-test", "max_retries": 0}, "stages": [stage]}
+    return cfg, tmp_path / "out"
+
+
+def _check_quarantine(entries: list[dict], stage: str, prefixes: tuple[str, ...] = ("unusable answer: ",)) -> None:
+    for e in entries:
+        assert e["stage"] == stage and e["reason"] == "unusable_response", e
+        assert e["error"].startswith(prefixes) and "\n" not in e["error"], e["error"][:300]
+        assert len(e["error"]) < 3 * RAW_CHARS + 1000, len(e["error"])
+
+
+def _outcomes(out: Path, key: str, columns: tuple[str, ...]) -> tuple[dict, set]:
+    """{key column value: (columns...)} of the kept rows, and the ids quarantined."""
+    rows = {r[key]: tuple(r[c] for c in columns) for r in _rows(out)}
+    return rows, {e["id"] for e in _quarantine(out)}
+
+
+def test_every_generated_judge_answer_is_kept_as_said_or_quarantined(tmp_path, shared_data):
+    rng = random.Random(33)
+    real = _real_sentences(shared_data, 80)
+    reasons = strings(rng, real[:40]) + junk(rng)
+    cases: list[tuple[str, str, float | None, str | None]] = []  # (name, answer, score, reason) None: unusable
+    for v in scores(rng, 0, 5):
+        reason = rng.choice(real[:40])
+        cases.append((f"score {v.name}", f'{{"reason": {json.dumps(reason)}, "score": {v.literal}}}', v.stored, reason))
+    for v in reasons:
+        k = rng.randint(0, 5)
+        answer = f'{{"score": {k}, "reason": {v.literal}}}'
+        if rng.random() < 0.5:
+            answer = f"```json\n{answer}\n```"
+        cases.append((f"reason {v.name}", answer, float(k) if v.stored is not None else None, v.stored))
+    for c in score_lines(rng, real[:40], 0, 5):
+        cases.append((c.name, c.text, c.score, None))
+    # Fences around nothing but whitespace: what made the old fence pattern backtrack for minutes.
+    cases.append(("a fence of whitespace", "```" + " " * rng.randrange(50_000, 100_000) + "x", None, None))
+    docs = [_case_doc(k, real[40 + k % 40]) for k in range(len(cases))]
+    with LLMServer() as server:
+        for k, (_, answer, _, _) in enumerate(cases):
+            server.answer(answer, match=_case_match(k))
+        cfg, out = _run_cases(tmp_path, server, docs, {"judge": {"rubric": "edu"}})
+        first = run(cfg, progress=False)
+        assert check_invariant(first.stats) is None
+        kept, quarantined = _outcomes(out, "text", ("judge_score", "judge_reason"))
+        for k, (name, answer, score, reason) in enumerate(cases):
+            if score is None:
+                assert docs[k] not in kept, name
+            else:
+                assert kept[docs[k]][0] == score, (name, kept[docs[k]][0])
+                if reason is not None:
+                    assert kept[docs[k]][1] == reason.strip(), name
+        unusable = sum(score is None for _, _, score, _ in cases)
+        assert len(quarantined) == unusable and len(kept) == len(cases) - unusable
+        _check_quarantine(_quarantine(out), "judge")
+        # A rerun reads every answer from the cache, the unusable ones too, and ends the same way.
+        asked = server.requests
+        again = run(cfg, fresh=True, progress=False)
+        assert server.requests == asked == len(cases)
+        assert _outcomes(out, "text", ("judge_score", "judge_reason")) == (kept, quarantined)
+        assert _stage_named(again.stats, "judge")["counters"]["llm_cache_hits"] == len(cases)
+
+
+def _stage_named(stats: dict, name: str) -> dict:
+    return next(s for s in stats["stages"] if s["name"] == name)
+
+
+def test_every_generated_pairs_answer_is_kept_as_said_or_quarantined(tmp_path, shared_data):
+    rng = random.Random(3305)
+    real = _real_sentences(shared_data, 60)
+    values = strings(rng, real[:30]) + junk(rng)
+    cases: list[tuple[str, str, tuple[str, str] | None]] = []
+    for v in values:
+        question, answer = rng.choice(real[:30]), rng.choice(real[:30])
+        cases.append((f"question {v.name}", f'{{"pairs": [{{"question": {v.literal}, "answer": {json.dumps(answer)}}}]}}',
+                      None if v.stored is None else (v.stored.strip(), answer)))
+        cases.append((f"answer {v.name}", f'{{"pairs": [{{"question": {json.dumps(question)}, "answer": {v.literal}}}]}}',
+                      None if v.stored is None else (question, v.stored.strip())))
+    docs = [_case_doc(k, real[30 + k % 30]) for k in range(len(cases))]
+    with LLMServer() as server:
+        for k, (_, answer, _) in enumerate(cases):
+            server.answer(answer, match=_case_match(k))
+        cfg, out = _run_cases(tmp_path, server, docs, {"qa_generate": {"pairs": 1, "min_support": 0}})
+        first = run(cfg, progress=False)
+        assert check_invariant(first.stats) is None
+        kept, quarantined = _outcomes(out, "context", ("question", "answer"))
+        for k, (name, _, pair) in enumerate(cases):
+            assert kept.get(docs[k]) == pair, name
+        assert len(quarantined) == sum(pair is None for _, _, pair in cases)
+        _check_quarantine(_quarantine(out), "qa_generate")
+        asked = server.requests
+        run(cfg, fresh=True, progress=False)
+        assert server.requests == asked and _outcomes(out, "context", ("question", "answer")) == (kept, quarantined)
+
+
+def test_every_generated_response_is_kept_as_said_or_quarantined(tmp_path, shared_data):
+    """A response is any text: junk is text too; only what UTF-8 cannot hold (a lone surrogate, which
+    the client already finds in the chat completion) is quarantined."""
+    rng = random.Random(3306)
+    real = _real_sentences(shared_data, 60)
+    cases = [(v.name, json.loads(v.literal), v.stored is not None) for v in strings(rng, real[:30])]
+    cases += [(v.name, v.literal, True) for v in junk(rng)]
+    docs = [_case_doc(k, real[30 + k % 30]) for k in range(len(cases))]
+    with LLMServer() as server:
+        for k, (_, content, _) in enumerate(cases):
+            server.answer(content, match=_case_match(k))
+        cfg, out = _run_cases(tmp_path, server, docs, {"respond": {}})
+        result = run(cfg, progress=False)
+        assert check_invariant(result.stats) is None
+        kept, quarantined = _outcomes(out, "instruction", ("response",))
+        for k, (name, content, storable) in enumerate(cases):
+            assert kept.get(docs[k]) == ((content.strip(),) if storable else None), name
+        assert len(quarantined) == sum(not s for _, _, s in cases)
+        _check_quarantine(_quarantine(out), "respond", ("unusable_response: ", "unusable answer: "))
