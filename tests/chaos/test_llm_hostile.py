@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import random
 import re
+import socket
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import yaml
 
 from tests.chaos.hostile_answers import junk, score_lines, scores, strings
+from tests.chaos.processes import ylink
 from tests.llmserver import UNUSABLE, LLMServer
 from ylink_data import run
 from ylink_data.llm.client import MAX_BODY_BYTES, RAW_CHARS
@@ -325,3 +328,36 @@ def test_every_generated_response_is_kept_as_said_or_quarantined(tmp_path, share
             assert kept.get(docs[k]) == ((content.strip(),) if storable else None), name
         assert len(quarantined) == sum(not s for _, _, s in cases)
         _check_quarantine(_quarantine(out), "respond", ("unusable_response: ", "unusable answer: "))
+
+
+# ----------------------------------------------------------------------------- issue 33, point 11 (LLM)
+def test_a_server_that_cannot_be_reached_leaves_the_run_unfinished(tmp_path, shared_data):
+    """Every request of a step refused (a port bound and never listening): before, each row was
+    quarantined and the run recorded as complete (exit 0), so a rerun asked nothing and the flow's
+    next step failed on a missing column. Now the run ends non-zero with one line naming the server
+    (without its credentials) and the count, and a rerun, the server fixed, asks again: no --fresh."""
+    docs = [_case_doc(k, t) for k, t in enumerate(_real_sentences(shared_data, 3))]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    out = tmp_path / "out"
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        url = f"http://someone:{KEY}@127.0.0.1:{dead.getsockname()[1]}/v1"
+        pipeline = tmp_path / "judge.yaml"
+        pipeline.write_text(yaml.safe_dump({
+            "input": {"paths": [str(data)], "format": "jsonl"}, "output": {"path": str(out)},
+            "llm": {"base_url": url, "model": "ylink-test", "max_retries": 1, "backoff_s": 0.01},
+            "stages": [{"judge": {"rubric": "edu"}}]}), encoding="utf-8")
+        proc = ylink("run", pipeline, "--no-progress")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    port = url.rsplit(":", 1)[1]
+    assert f"3 of 3 requests could not reach the model server at http://***@127.0.0.1:{port}" in line, line
+    assert KEY not in proc.stderr and "someone" not in proc.stderr
+    assert not (out / "manifest.json").exists() and not list(out.glob("quarantine/*.jsonl"))
+    with LLMServer() as server:
+        rerun = ylink("run", pipeline, "--no-progress", "--set", f"llm.base_url={server.base_url}")
+        assert rerun.returncode == 0, rerun.stderr
+        assert server.requests == len(docs)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["quarantined"] == 0 and _stage_named(stats, "judge")["counters"]["scored"] == len(docs)
