@@ -120,3 +120,39 @@ def score_lines(rng: random.Random, real: list[str], low: int, high: int) -> lis
     out.append(ScoreLines("a score line without a number", "Score: good\nIt is fine.", None))
     out.append(ScoreLines("no score", rng.choice(real), None))
     return out
+
+
+@dataclass
+class Said:
+    name: str
+    text: str
+    winner: str | None  # "A", "B", "tie"; None: no usable verdict
+
+
+def verdicts(rng: random.Random, real: list[str]) -> list[Said]:
+    """Pairwise answers in every form a judge writes, with the verdict they state, and the unusable
+    ones: a winner that is none of A, B, tie, two different winners, no verdict, a reason that is no
+    text or that no row can store."""
+    out = []
+    for w in ("A", "B", "tie"):
+        reason = rng.choice(real)
+        for form in (w, f"[[{w}]]", w.lower(), f" {w} "):
+            out.append(Said(f"JSON winner {form!r}", json.dumps({"winner": form, "reason": reason}), w))
+        out.append(Said(f"fenced JSON {w}", f"```json\n{json.dumps({'reason': reason, 'winner': w})}\n```", w))
+        said = "平局" if w == "tie" else w
+        for line in (f"Winner: {w}", f"**Verdict**: [[{w}]]", f"胜者：{said}", f"## Winner: {w}", f"结论：{said}"):
+            out.append(Said(f"line {line!r}", f"{reason}\n{line}" if rng.random() < 0.5 else f"{line}\n{reason}", w))
+        out.append(Said(f"agreeing lines {w}", f"Winner: {w}\n{reason}\nVerdict: {w}", w))
+    for v in strings(rng, real):
+        out.append(Said(f"reason {v.name}", f'{{"winner": "{rng.choice("AB")}", "reason": {v.literal}}}',
+                        None if v.stored is None else "pending"))
+    for v in junk(rng):
+        out.append(Said(f"reason {v.name}", f'{{"winner": "A", "reason": {v.literal}}}', None))
+        out.append(Said(f"winner {v.name}", f'{{"winner": {v.literal}}}', None))
+    out += [Said("winner C", '{"winner": "C"}', None), Said("winner 1", '{"winner": 1}', None),
+            Said("two winners", f"Winner: A\n{rng.choice(real)}\nWinner: B", None),
+            Said("no verdict", rng.choice(real), None)]
+    for said in out:  # a storable reason's verdict is its JSON's winner
+        if said.winner == "pending":
+            said.winner = json.loads(said.text)["winner"]
+    return out

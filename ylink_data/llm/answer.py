@@ -59,8 +59,10 @@ def unusable(exc: BaseException, raw: str) -> str:
     why = str(exc) if isinstance(exc, Unparseable | Unstorable) else f"{type(exc).__name__}: {exc}"
     why = " ".join(why.split())
     why = why[:WHY_CHARS] + ("..." if len(why) > WHY_CHARS else "")
-    return (f"unusable answer: {why}; raw answer: {raw[:RAW_CHARS]!r}"
-            + (" (truncated)" if len(raw) > RAW_CHARS else ""))
+    quoted = repr(raw[:RAW_CHARS])  # one line: newlines, NULs and surrogates escaped
+    if len(quoted) > 2 * RAW_CHARS:  # escapes make a character up to 10 long: the line stays bounded
+        quoted = quoted[:2 * RAW_CHARS] + "..."
+    return f"unusable answer: {why}; raw answer: {quoted}" + (" (truncated)" if len(raw) > RAW_CHARS else "")
 
 
 def storable(value: Any, where: str = "the answer", depth: int = 0) -> None:
