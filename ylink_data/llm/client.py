@@ -25,10 +25,12 @@ together), never more than max_backoff_s. Other errors (400, 401, 404, 422: the 
 wrong) are not retried. A request given up on becomes a `Reply` with its error, which the op
 quarantines (reason `timeout` for an error starting "timeout"): the run goes on. Except when the
 server cannot be reached: when more than `max_unreachable_share` (default 0.5) of the requests one
-`chat_many` sent could not connect or lost their connection after every retry, it raises
-ServerUnreachable instead (one line: the server's URL without credentials, the count), so the task
-stops unfinished and a rerun asks again; a row is never quarantined, in a run recorded as complete,
-for a server that was down. Timeouts do not count: a prompt too long to answer in time is the row's.
+`chat_many` sent could not connect after every retry (refused, no route, unknown host, no
+connection within the deadline), it raises ServerUnreachable instead (one line: the server's URL
+without credentials, the count), so the task stops unfinished and a rerun asks again; a row is
+never quarantined, in a run recorded as complete, for a server that was down. Other failures do
+not count: a connection lost once the prompt was sent (a server that crashes on it) or a timeout
+(a prompt too long to answer in time) may be the row's own.
 
 Unusable answers: an HTTP 2xx whose body is not a chat completion (not JSON, not UTF-8, no choice,
 no message, a content that is no string, token counts that are no counts, larger than
@@ -288,14 +290,17 @@ class LLMClient:
                     if len(data) > limit:  # the rest is never read: leaving the block closes the connection
                         return response.status_code, response.headers, bytes(data[:limit]), False
                 return response.status_code, response.headers, bytes(data), True
-        except library.TimeoutException:
-            raise self._timeout() from None
+        except library.TimeoutException as exc:
+            raise self._timeout(unreachable=isinstance(exc, library.ConnectTimeout)) from None
         except library.RequestError as exc:  # every failure to send or to read the answer
-            raise _Retry(f"cannot reach {self._where}: {type(exc).__name__}: {exc}", unreachable=True) from None
+            # Failing to connect is never the request's doing; a connection lost later may be (a
+            # server that crashes on one prompt), so only the first counts as unreachable.
+            raise _Retry(f"cannot reach {self._where}: {type(exc).__name__}: {exc}",
+                         unreachable=isinstance(exc, library.ConnectError)) from None
 
-    def _timeout(self) -> _Retry:
+    def _timeout(self, unreachable: bool = False) -> _Retry:
         return _Retry(f"timeout: no complete answer from {self._where} within "
-                      f"llm.timeout_s={self.config.timeout_s:g}")
+                      f"llm.timeout_s={self.config.timeout_s:g}", unreachable=unreachable)
 
     def _wait(self, attempt: int, retry_after: float | None) -> float:
         cap = self.config.max_backoff_s
