@@ -432,3 +432,26 @@ def test_every_generated_evolution_is_a_candidate_as_said_or_counted(tmp_path, s
     counters = _stage_named(result.stats, "instruct_generate")["counters"]
     assert counters.get("prompts_failed", 0) == sum(not ok for _, _, ok in cases)
     assert {r["instruction"] for r in _rows(out) if r["origin"] == "seed"} == set(seeds)
+
+
+def test_a_cached_answer_no_row_holds_is_quarantined_again_and_a_damaged_entry_asked_again(tmp_path, shared_data):
+    """The response cache is read back on every rerun. An entry whose text holds a lone surrogate
+    (its JSON escape, as another writer may leave it) quarantines its row as unusable on each rerun
+    (before: UnicodeEncodeError from Arrow in respond, every rerun); an entry of another shape (no
+    text, a count that is no count) is a miss, asked again (before: KeyError, every rerun)."""
+    docs = [_case_doc(k, t) for k, t in enumerate(_real_sentences(shared_data, 3))]
+    with LLMServer() as server:
+        cfg, out = _run_cases(tmp_path, server, docs, {"respond": {}})
+        run(cfg, progress=False)
+        entries = {json.loads(f.read_text())["text"].split(". ")[0]: f for f in (out / "llm-cache").rglob("*.json")}
+        assert sorted(entries) == ["echo: Case 0", "echo: Case 1", "echo: Case 2"]
+        broken = json.loads(entries["echo: Case 0"].read_text()) | {"text": "echo: half a pair \ud800 here"}
+        entries["echo: Case 0"].write_text(json.dumps(broken), encoding="ascii")  # the escape, as JSON allows
+        entries["echo: Case 1"].write_text(json.dumps({"format": 1, "prompt_tokens": "many"}), encoding="ascii")
+        again = run(cfg, fresh=True, progress=False)
+        assert server.requests == 3 + 1  # the damaged entry asked again, the others read
+    assert check_invariant(again.stats) is None
+    [entry] = _quarantine(out)
+    assert entry["reason"] == "unusable_response" and entry["error"].startswith("unusable answer: ")
+    assert "lone surrogate" in entry["error"] and "\n" not in entry["error"]
+    assert sorted(r["response"] for r in _rows(out)) == [f"echo: {docs[1]}", f"echo: {docs[2]}"]
