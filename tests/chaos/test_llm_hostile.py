@@ -455,3 +455,29 @@ def test_a_cached_answer_no_row_holds_is_quarantined_again_and_a_damaged_entry_a
     assert entry["reason"] == "unusable_response" and entry["error"].startswith("unusable answer: ")
     assert "lone surrogate" in entry["error"] and "\n" not in entry["error"]
     assert sorted(r["response"] for r in _rows(out)) == [f"echo: {docs[1]}", f"echo: {docs[2]}"]
+
+
+def test_a_flow_whose_judge_cannot_reach_its_server_stops_there(tmp_path, shared_data):
+    """The issue's flow: annotate with the judge, then train on its scores. Before, the judge step
+    was recorded complete with every row quarantined, and the flow stopped at the training step with
+    "no document has a 'judge_score' value", the cause hidden in quarantine/. Now it stops at the
+    judge step with the server's line, and nothing of that step is recorded as done."""
+    docs = [_case_doc(k, t) for k, t in enumerate(_real_sentences(shared_data, 4))]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{dead.getsockname()[1]}/v1"
+        flow = tmp_path / "flow.yaml"
+        flow.write_text(yaml.safe_dump({"name": "distill", "steps": [
+            {"run": {"name": "annotate", "input": {"paths": [str(data)], "format": "jsonl"},
+                     "output": {"path": str(tmp_path / "annotated")},
+                     "llm": {"base_url": url, "model": "ylink-test", "max_retries": 0},
+                     "stages": [{"judge": {"rubric": "edu"}}]}},
+            {"quality_train": {"from": str(tmp_path / "annotated"), "label_column": "judge_score", "threshold": 3,
+                               "output": str(tmp_path / "model.bin")}}]}), encoding="utf-8")
+        proc = ylink("run", flow, "--no-progress")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ylink:")]
+    assert len(errors) == 1 and f"4 of 4 requests could not reach the model server at {url}" in errors[0], proc.stderr
+    assert "judge_score" not in proc.stderr and not (tmp_path / "annotated" / "manifest.json").exists()
