@@ -43,6 +43,9 @@ content every `seconds` (0: as fast as it can) until the client hangs up (or END
 both, the request's `sent` counts the body bytes written and `hung_up` says the client closed the
 connection before the answer ended.
 
+Any answer: `server.answer(content, match=...)` answers with `content` as the message's text (a
+well-formed chat completion; JSON's ASCII escapes carry what UTF-8 cannot, a lone surrogate).
+
 Answers that quote credentials: "quote_auth" answers as usual but quotes the request's credential
 headers (CREDENTIAL_HEADERS: Authorization, X-Api-Key), as sent, upper-cased and lower-cased, in its
 content (in each question of a pairs answer, so they reach the rows); "401_upper" is a 401 whose
@@ -67,7 +70,7 @@ from aiohttp import web
 UNUSABLE = ("not_json", "no_choices", "empty_choice", "null_message", "choices_not_list", "object_content",
             "bad_usage", "not_utf8")
 KINDS = ("429", "500", "stall", "malformed", "schema", "unsupported", "400", *UNUSABLE, "trickle", "endless",
-         "quote_auth", "401_upper")
+         "quote_auth", "401_upper", "content")
 CREDENTIAL_HEADERS = ("Authorization", "X-Api-Key")
 # An endless answer ends after this long, or this many bytes, even if the client never hangs up
 # (a client that never does holds a test for minutes, never forever, nor all the machine's memory).
@@ -186,6 +189,7 @@ class Fault:
     match: re.Pattern | None = None
     retry_after: float | None = None
     seconds: float | None = None
+    content: str | None = None  # "content": the answer's text, as given
 
 
 @dataclass
@@ -221,11 +225,17 @@ class LLMServer:
 
     # -- control -------------------------------------------------------------------------------
     def fail(self, kind: str, times: int = 1, match: str | None = None, retry_after: float | None = None,
-             seconds: float | None = None) -> None:
+             seconds: float | None = None, content: str | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown fault {kind!r}; known: {', '.join(KINDS)}")
         with self._lock:
-            self._faults.append(Fault(kind, times, re.compile(match) if match else None, retry_after, seconds))
+            self._faults.append(Fault(kind, times, re.compile(match) if match else None, retry_after, seconds,
+                                      content))
+
+    def answer(self, content: str, match: str | None = None, times: int = 1) -> None:
+        """The next `times` requests (matching `match`) are answered with `content` as the message's
+        text, in a well-formed chat completion (a lone surrogate in it is sent as its JSON escape)."""
+        self.fail("content", times=times, match=match, content=content)
 
     def reset(self) -> None:
         with self._lock:
@@ -325,7 +335,8 @@ class LLMServer:
             return await self._endless(request, body, entry, fault.seconds or 0.0)
         if kind == "stall":
             await asyncio.sleep(fault.seconds or 0.0)
-        content = self._content(prompt, kind, body.get("seed") if self.seeded_echo else None)
+        content = (fault.content if kind == "content" else
+                   self._content(prompt, kind, body.get("seed") if self.seeded_echo else None))
         if kind == "quote_auth":
             content = _quote_credentials(content, request.headers)
         usage = {"prompt_tokens": max(1, len(prompt) // 4), "completion_tokens": max(1, len(content) // 4)}
@@ -354,7 +365,7 @@ class LLMServer:
                                 content_type="application/json")
         if kind == "trickle":
             return await self._trickle(request, json.dumps(answer).encode(), entry, fault.seconds or 1.0)
-        return web.json_response(answer)
+        return web.json_response(answer)  # json.dumps: ASCII, a lone surrogate as its escape
 
     async def _trickle(self, request: web.Request, data: bytes, entry: Request, every: float) -> web.StreamResponse:
         """The headers at once, then `data` one byte every `every` seconds."""

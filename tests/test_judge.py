@@ -44,6 +44,16 @@ def test_parse_score_and_winner():
                      ('{"score": true}', "not a number"), ('{"score": "high"}', "not a number")):
         with pytest.raises(Unparseable, match=why):
             parse_score(bad)
+    # Issue 33, point 10: strict. Before, "3/10" on 0-5 was stored as 3, and the first of several
+    # per-criterion lines (1) where the answer's total says 3.
+    with pytest.raises(Unparseable, match="not on this scale"):
+        parse_score('{"score": "3/10", "reason": "ok"}', 0, 5)
+    assert parse_score('{"score": "3/5"}', 0, 5) == (3.0, "")
+    assert parse_score("Clarity\nScore: 1\nDepth\nScore: 1\nAccuracy\nScore: 1\nTotal score: 3", 0, 5)[0] == 3.0
+    with pytest.raises(Unparseable, match="ambiguous: 3 different scores"):
+        parse_score("Score: 1\nScore: 2\nScore: 3", 0, 5)
+    with pytest.raises(Unparseable, match="ambiguous"):
+        parse_winner("Winner: A\nOn reflection, Winner: B\nWinner: B")
     assert parse_winner('{"winner": "B", "reason": "clearer"}') == ("B", "clearer")
     assert parse_winner("Both are equally good.\nWinner: tie") == ("tie", "Both are equally good.")
     assert parse_winner('{"winner": "[[A]]"}')[0] == "A"

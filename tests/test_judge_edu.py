@@ -97,8 +97,8 @@ def test_edu_rubric_scores_real_documents_in_their_language(ray_session, shared_
 
     quarantined = _jsonl(tmp_path / "out/quarantine")
     assert sorted(q["error"].split(";")[0] for q in quarantined) == [
-        "unparseable answer from the judge: score -1 is outside 0-5",
-        "unparseable answer from the judge: score 7 is outside 0-5"]
+        "unusable answer: score -1 is outside 0-5",
+        "unusable answer: score 7 is outside 0-5"]
     assert all("raw answer: '{\"reason\"" in q["error"] for q in quarantined)
     stage = next(s for s in stats["stages"] if s["name"] == "judge")
     assert stats["quarantined"] == 2 and stage["counters"]["out_of_range"] == 2

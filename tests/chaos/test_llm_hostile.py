@@ -11,14 +11,20 @@ minutes, an endless one held the run forever, and the key reached data/, llm-cac
 from __future__ import annotations
 
 import json
+import random
 import re
+import socket
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import yaml
 
+from tests.chaos.hostile_answers import junk, score_lines, scores, strings, verdicts
+from tests.chaos.processes import ylink
 from tests.llmserver import UNUSABLE, LLMServer
 from ylink_data import run
+from ylink_data.io.digest import seal, unseal
 from ylink_data.llm.client import MAX_BODY_BYTES, RAW_CHARS
 from ylink_data.pipeline.stats import check_invariant
 
@@ -175,3 +181,306 @@ def test_the_key_reaches_no_output_whatever_the_server_says(tmp_path, capfd):
         assert [r for r in _rows(out) if r["context"] != _chunk(1)] == rows
     console = capfd.readouterr()
     _assert_no_secret_in(out, console.out + console.err)
+
+
+# ----------------------------------------------------------------------------- issue 33, points 5 and 10
+# Whatever a model answers, its row is kept with what the answer says, or quarantined as
+# `unusable_response` with one bounded line; the run goes on, and so does a rerun that reads the same
+# answers from the response cache. The answers are generated (tests/chaos/hostile_answers.py) for
+# every op that reads one: the judge's scores in every form and reasons holding every kind of string
+# and junk, qa_generate's pairs, respond's responses. Before: a 5,000-digit score stopped the run
+# (ValueError from json), a lone surrogate too (UnicodeEncodeError from Arrow), and every rerun the
+# same way; "3/10" on a 0-5 scale was stored as 3, per-criterion lines under a total as the first one.
+
+def _real_sentences(shared_data: Path, n: int) -> list[str]:
+    import gzip
+    out = []
+    with gzip.open(shared_data / "en_reuters21578_nltk/reuters21578_apte.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            text = " ".join(json.loads(line)["text"].split())
+            if 300 <= len(text) <= 2000:
+                out.append(text)
+                if len(out) == n:
+                    return out
+    return out
+
+
+def _case_doc(k: int, text: str) -> str:
+    return f"Case {k}. {text}"
+
+
+def _case_match(k: int) -> str:
+    return re.escape(f"Case {k}. ")
+
+
+def _run_cases(tmp_path: Path, server: LLMServer, docs: list[str], stage: dict) -> tuple[dict, Path]:
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    cfg = {"input": {"paths": [str(data)], "format": "jsonl"}, "output": {"path": str(tmp_path / "out")},
+           "llm": {"base_url": server.base_url, "model": "ylink-test", "max_retries": 0}, "stages": [stage]}
+    return cfg, tmp_path / "out"
+
+
+def _check_quarantine(entries: list[dict], stage: str, prefixes: tuple[str, ...] = ("unusable answer: ",)) -> None:
+    for e in entries:
+        assert e["stage"] == stage and e["reason"] == "unusable_response", e
+        assert e["error"].startswith(prefixes) and "\n" not in e["error"], e["error"][:300]
+        assert len(e["error"]) < 2 * RAW_CHARS + 600, len(e["error"])
+
+
+def _outcomes(out: Path, key: str, columns: tuple[str, ...]) -> tuple[dict, set]:
+    """{key column value: (columns...)} of the kept rows, and the ids quarantined."""
+    rows = {r[key]: tuple(r[c] for c in columns) for r in _rows(out)}
+    return rows, {e["id"] for e in _quarantine(out)}
+
+
+def test_every_generated_judge_answer_is_kept_as_said_or_quarantined(tmp_path, shared_data):
+    rng = random.Random(33)
+    real = _real_sentences(shared_data, 80)
+    reasons = strings(rng, real[:40]) + junk(rng)
+    cases: list[tuple[str, str, float | None, str | None]] = []  # (name, answer, score, reason) None: unusable
+    for v in scores(rng, 0, 5):
+        reason = rng.choice(real[:40])
+        cases.append((f"score {v.name}", f'{{"reason": {json.dumps(reason)}, "score": {v.literal}}}', v.stored, reason))
+    for v in reasons:
+        k = rng.randint(0, 5)
+        answer = f'{{"score": {k}, "reason": {v.literal}}}'
+        if rng.random() < 0.5:
+            answer = f"```json\n{answer}\n```"
+        cases.append((f"reason {v.name}", answer, float(k) if v.stored is not None else None, v.stored))
+    for c in score_lines(rng, real[:40], 0, 5):
+        cases.append((c.name, c.text, c.score, None))
+    # Fences around nothing but whitespace: what made the old fence pattern backtrack for minutes.
+    cases.append(("a fence of whitespace", "```" + " " * rng.randrange(50_000, 100_000) + "x", None, None))
+    docs = [_case_doc(k, real[40 + k % 40]) for k in range(len(cases))]
+    with LLMServer() as server:
+        for k, (_, answer, _, _) in enumerate(cases):
+            server.answer(answer, match=_case_match(k))
+        cfg, out = _run_cases(tmp_path, server, docs, {"judge": {"rubric": "edu"}})
+        first = run(cfg, progress=False)
+        assert check_invariant(first.stats) is None
+        kept, quarantined = _outcomes(out, "text", ("judge_score", "judge_reason"))
+        for k, (name, answer, score, reason) in enumerate(cases):
+            if score is None:
+                assert docs[k] not in kept, name
+            else:
+                assert kept[docs[k]][0] == score, (name, kept[docs[k]][0])
+                if reason is not None:
+                    assert kept[docs[k]][1] == reason.strip(), name
+        unusable = sum(score is None for _, _, score, _ in cases)
+        assert len(quarantined) == unusable and len(kept) == len(cases) - unusable
+        _check_quarantine(_quarantine(out), "judge")
+        # A rerun reads every answer from the cache, the unusable ones too, and ends the same way.
+        asked = server.requests
+        again = run(cfg, fresh=True, progress=False)
+        assert server.requests == asked == len(cases)
+        assert _outcomes(out, "text", ("judge_score", "judge_reason")) == (kept, quarantined)
+        assert _stage_named(again.stats, "judge")["counters"]["llm_cache_hits"] == len(cases)
+
+
+def _stage_named(stats: dict, name: str) -> dict:
+    return next(s for s in stats["stages"] if s["name"] == name)
+
+
+def test_every_generated_pairs_answer_is_kept_as_said_or_quarantined(tmp_path, shared_data):
+    rng = random.Random(3305)
+    real = _real_sentences(shared_data, 60)
+    values = strings(rng, real[:30]) + junk(rng)
+    cases: list[tuple[str, str, tuple[str, str] | None]] = []
+    for v in values:
+        question, answer = rng.choice(real[:30]), rng.choice(real[:30])
+        cases.append((f"question {v.name}", f'{{"pairs": [{{"question": {v.literal}, "answer": {json.dumps(answer)}}}]}}',
+                      None if v.stored is None else (v.stored.strip(), answer)))
+        cases.append((f"answer {v.name}", f'{{"pairs": [{{"question": {json.dumps(question)}, "answer": {v.literal}}}]}}',
+                      None if v.stored is None else (question, v.stored.strip())))
+    docs = [_case_doc(k, real[30 + k % 30]) for k in range(len(cases))]
+    with LLMServer() as server:
+        for k, (_, answer, _) in enumerate(cases):
+            server.answer(answer, match=_case_match(k))
+        cfg, out = _run_cases(tmp_path, server, docs, {"qa_generate": {"pairs": 1, "min_support": 0}})
+        first = run(cfg, progress=False)
+        assert check_invariant(first.stats) is None
+        kept, quarantined = _outcomes(out, "context", ("question", "answer"))
+        for k, (name, _, pair) in enumerate(cases):
+            assert kept.get(docs[k]) == pair, name
+        assert len(quarantined) == sum(pair is None for _, _, pair in cases)
+        _check_quarantine(_quarantine(out), "qa_generate")
+        asked = server.requests
+        run(cfg, fresh=True, progress=False)
+        assert server.requests == asked and _outcomes(out, "context", ("question", "answer")) == (kept, quarantined)
+
+
+def test_every_generated_response_is_kept_as_said_or_quarantined(tmp_path, shared_data):
+    """A response is any text: junk is text too; only what UTF-8 cannot hold (a lone surrogate, which
+    the client already finds in the chat completion) is quarantined."""
+    rng = random.Random(3306)
+    real = _real_sentences(shared_data, 60)
+    cases = [(v.name, json.loads(v.literal), v.stored is not None) for v in strings(rng, real[:30])]
+    cases += [(v.name, v.literal, True) for v in junk(rng)]
+    docs = [_case_doc(k, real[30 + k % 30]) for k in range(len(cases))]
+    with LLMServer() as server:
+        for k, (_, content, _) in enumerate(cases):
+            server.answer(content, match=_case_match(k))
+        cfg, out = _run_cases(tmp_path, server, docs, {"respond": {}})
+        result = run(cfg, progress=False)
+        assert check_invariant(result.stats) is None
+        kept, quarantined = _outcomes(out, "instruction", ("response",))
+        for k, (name, content, storable) in enumerate(cases):
+            assert kept.get(docs[k]) == ((content.strip(),) if storable else None), name
+        assert len(quarantined) == sum(not s for _, _, s in cases)
+        _check_quarantine(_quarantine(out), "respond", ("unusable_response: ", "unusable answer: "))
+
+
+# ----------------------------------------------------------------------------- issue 33, point 11 (LLM)
+def test_a_server_that_cannot_be_reached_leaves_the_run_unfinished(tmp_path, shared_data):
+    """Every request of a step refused (a port bound and never listening): before, each row was
+    quarantined and the run recorded as complete (exit 0), so a rerun asked nothing and the flow's
+    next step failed on a missing column. Now the run ends non-zero with one line naming the server
+    (without its credentials) and the count, and a rerun, the server fixed, asks again: no --fresh."""
+    docs = [_case_doc(k, t) for k, t in enumerate(_real_sentences(shared_data, 3))]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    out = tmp_path / "out"
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        url = f"http://someone:{KEY}@127.0.0.1:{dead.getsockname()[1]}/v1"
+        pipeline = tmp_path / "judge.yaml"
+        pipeline.write_text(yaml.safe_dump({
+            "input": {"paths": [str(data)], "format": "jsonl"}, "output": {"path": str(out)},
+            "llm": {"base_url": url, "model": "ylink-test", "max_retries": 1, "backoff_s": 0.01},
+            "stages": [{"judge": {"rubric": "edu"}}]}), encoding="utf-8")
+        proc = ylink("run", pipeline, "--no-progress")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    port = url.rsplit(":", 1)[1]
+    assert f"3 of 3 requests could not reach the model server at http://***@127.0.0.1:{port}" in line, line
+    assert KEY not in proc.stderr and "someone" not in proc.stderr
+    assert not (out / "manifest.json").exists() and not list(out.glob("quarantine/*.jsonl"))
+    with LLMServer() as server:
+        rerun = ylink("run", pipeline, "--no-progress", "--set", f"llm.base_url={server.base_url}")
+        assert rerun.returncode == 0, rerun.stderr
+        assert server.requests == len(docs)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["quarantined"] == 0 and _stage_named(stats, "judge")["counters"]["scored"] == len(docs)
+
+
+def test_every_generated_pairwise_verdict_is_counted_as_said_or_quarantined(shared_data):
+    """judge's pairwise mode asks each pair in both orders: the two generated answers of a pair give
+    its Copeland wins (a win only when both orders agree) or, either one unusable, quarantine both
+    rows of the group."""
+    import pyarrow as pa
+
+    from ylink_data.stages import build_op
+
+    rng = random.Random(3310)
+    real = _real_sentences(shared_data, 40)
+    said = verdicts(rng, real[:20])
+    good = [s for s in said if s.winner is not None]
+    pairs = [(s, rng.choice(good)) for s in said] + [(rng.choice(good), s) for s in said if s.winner is None]
+    rows = []
+    for g in range(len(pairs)):
+        instruction = real[20 + g % 20]
+        for x in "ab":
+            rows.append({"id": f"g{g}{x}", "text": instruction, "instruction": instruction, "instruction_id": f"g{g}",
+                         "response": f"Response {g}{x}. {rng.choice(real)}"})
+    with LLMServer() as server:
+        for g, (first, second) in enumerate(pairs):  # response a shown first, then b shown first
+            server.answer(first.text, match=re.escape(f"<response_a>\nResponse {g}a. "))
+            server.answer(second.text, match=re.escape(f"<response_a>\nResponse {g}b. "))
+        op = build_op("judge", {"mode": "pairwise", "llm": {"base_url": server.base_url, "model": "ylink-test",
+                                                               "max_retries": 0, "cache": False}})
+        try:
+            result = op.process(pa.Table.from_pylist(rows))
+        finally:
+            op.teardown()
+        assert server.requests == 2 * len(pairs)
+    scores, errors = result.table.column("judge_score").to_pylist(), result.errors or [None] * len(rows)
+    for g, (first, second) in enumerate(pairs):
+        a, b = 2 * g, 2 * g + 1
+        if first.winner is None or second.winner is None:
+            assert scores[a] is None and scores[b] is None, (first.name, second.name)
+            assert errors[a] == errors[b] and errors[a].startswith("unusable answer: ") and "\n" not in errors[a]
+            continue
+        swapped = {"A": "B", "B": "A", "tie": "tie"}[second.winner]  # b shown first: its "A" is b
+        expected = ((1.0, 0.0) if first.winner == "A" else (0.0, 1.0)) if first.winner == swapped != "tie" else (0.0, 0.0)
+        assert (scores[a], scores[b]) == expected and errors[a] is errors[b] is None, (first.name, second.name)
+
+
+def test_every_generated_evolution_is_a_candidate_as_said_or_counted(tmp_path, shared_data):
+    """instruct_generate (evol) reads each answer as the evolved instruction: any text is a candidate
+    row (kept, or dropped by a heuristic, as it said it); an answer no row can hold (a lone
+    surrogate) is counted as a failed prompt, and its seed stays."""
+    rng = random.Random(3311)
+    real = _real_sentences(shared_data, 60)
+    cases = [(v.name, json.loads(v.literal), v.stored is not None) for v in strings(rng, real[:30])]
+    cases += [(v.name, v.literal, True) for v in junk(rng)]
+    seeds = [_case_doc(k, real[30 + k % 30][:200].strip()) for k in range(len(cases))]
+    data = tmp_path / "seeds.jsonl"
+    data.write_text("".join(json.dumps({"instruction": s}) + "\n" for s in seeds), encoding="utf-8")
+    with LLMServer() as server:
+        for k, (_, content, _) in enumerate(cases):
+            server.answer(content, match=_case_match(k))
+        cfg = {"input": {"paths": [str(data)], "format": "jsonl", "text_field": "instruction"},
+               "output": {"path": str(tmp_path / "out"), "keep_rejected": True},
+               "llm": {"base_url": server.base_url, "model": "ylink-test", "max_retries": 0},
+               "stages": [{"instruct_generate": {"mode": "evol", "seed": 1}}]}
+        result = run(cfg, progress=False)
+    assert check_invariant(result.stats) is None and result.stats["quarantined"] == 0
+    out = tmp_path / "out"
+    made = [r for r in _rows(out) + [r for f in sorted((out / "rejected").glob("*.parquet"))
+                                     for r in pq.read_table(f).to_pylist()] if r["origin"] != "seed"]
+    assert sorted(r["instruction"] for r in made) == sorted(c.strip() for _, c, ok in cases if ok)
+    counters = _stage_named(result.stats, "instruct_generate")["counters"]
+    assert counters.get("prompts_failed", 0) == sum(not ok for _, _, ok in cases)
+    assert {r["instruction"] for r in _rows(out) if r["origin"] == "seed"} == set(seeds)
+
+
+def test_a_cached_answer_no_row_holds_is_quarantined_again_and_a_damaged_entry_asked_again(tmp_path, shared_data):
+    """The response cache is read back on every rerun. An entry whose text holds a lone surrogate
+    (its JSON escape, as another writer may leave it) quarantines its row as unusable on each rerun
+    (before: UnicodeEncodeError from Arrow in respond, every rerun); an entry of another shape (no
+    text, a count that is no count) is a miss, asked again (before: KeyError, every rerun)."""
+    docs = [_case_doc(k, t) for k, t in enumerate(_real_sentences(shared_data, 3))]
+    with LLMServer() as server:
+        cfg, out = _run_cases(tmp_path, server, docs, {"respond": {}})
+        run(cfg, progress=False)
+        entries = {json.loads(f.read_text())["text"].split(". ")[0]: f for f in (out / "llm-cache").rglob("*.json")}
+        assert sorted(entries) == ["echo: Case 0", "echo: Case 1", "echo: Case 2"]
+        # Sealed again (io.digest.seal): an entry whose checksum fails is a miss, never read.
+        broken = unseal(json.loads(entries["echo: Case 0"].read_text())) | {"text": "echo: half a pair \ud800 here"}
+        broken = seal(broken)
+        entries["echo: Case 0"].write_text(json.dumps(broken), encoding="ascii")  # the escape, as JSON allows
+        entries["echo: Case 1"].write_text(json.dumps({"format": 1, "prompt_tokens": "many"}), encoding="ascii")
+        again = run(cfg, fresh=True, progress=False)
+        assert server.requests == 3 + 1  # the damaged entry asked again, the others read
+    assert check_invariant(again.stats) is None
+    [entry] = _quarantine(out)
+    assert entry["reason"] == "unusable_response" and entry["error"].startswith("unusable answer: ")
+    assert "lone surrogate" in entry["error"] and "\n" not in entry["error"]
+    assert sorted(r["response"] for r in _rows(out)) == [f"echo: {docs[1]}", f"echo: {docs[2]}"]
+
+
+def test_a_flow_whose_judge_cannot_reach_its_server_stops_there(tmp_path, shared_data):
+    """The issue's flow: annotate with the judge, then train on its scores. Before, the judge step
+    was recorded complete with every row quarantined, and the flow stopped at the training step with
+    "no document has a 'judge_score' value", the cause hidden in quarantine/. Now it stops at the
+    judge step with the server's line, and nothing of that step is recorded as done."""
+    docs = [_case_doc(k, t) for k, t in enumerate(_real_sentences(shared_data, 4))]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{dead.getsockname()[1]}/v1"
+        flow = tmp_path / "flow.yaml"
+        flow.write_text(yaml.safe_dump({"name": "distill", "steps": [
+            {"run": {"name": "annotate", "input": {"paths": [str(data)], "format": "jsonl"},
+                     "output": {"path": str(tmp_path / "annotated")},
+                     "llm": {"base_url": url, "model": "ylink-test", "max_retries": 0},
+                     "stages": [{"judge": {"rubric": "edu"}}]}},
+            {"quality_train": {"from": str(tmp_path / "annotated"), "label_column": "judge_score", "threshold": 3,
+                               "output": str(tmp_path / "model.bin")}}]}), encoding="utf-8")
+        proc = ylink("run", flow, "--no-progress")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ylink:")]
+    assert len(errors) == 1 and f"4 of 4 requests could not reach the model server at {url}" in errors[0], proc.stderr
+    assert "judge_score" not in proc.stderr and not (tmp_path / "annotated" / "manifest.json").exists()

@@ -103,7 +103,10 @@ _CHECKSUM = "checksum"
 
 
 def _canonical(entry: dict[str, Any]) -> bytes:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    # surrogatepass: JSON may carry a lone surrogate (its \ud800 escape); the entry is still
+    # checked (and its text judged by whoever reads it) instead of the check raising.
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")
 
 
 def seal(entry: dict[str, Any]) -> dict[str, Any]:

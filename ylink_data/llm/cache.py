@@ -13,8 +13,9 @@ server or holds a credential: the client masks the configured secrets in an answ
 (a server may quote the key back).
 
 Only chat completions the server gave are kept, whether the op can use their content or not: an
-answer an op cannot parse is quarantined again on a rerun, for free. A body that is no chat
-completion (`unusable_response`, llm/client.py) is not kept: a rerun asks again. Delete the folder,
+answer an op cannot parse or store is quarantined again on a rerun, for free (llm/answer.py). An
+entry of another shape (no text, counts that are no counts) is a miss: asked again, overwritten. A
+body that is no chat completion (`unusable_response`, llm/client.py) is not kept: a rerun asks again. Delete the folder,
 or set `llm.cache: false`, to ask again; a different `seed` or `temperature` is a different key.
 """
 from __future__ import annotations
@@ -68,8 +69,14 @@ class ResponseCache:
             return None
         if entry is None or entry.get("format") != FORMAT or entry.get("key") != key:
             return None
-        return CachedAnswer(entry["text"], entry.get("finish_reason"), int(entry.get("prompt_tokens", 0)),
-                            int(entry.get("completion_tokens", 0)))
+        text, finish, counts = entry.get("text"), entry.get("finish_reason"), (entry.get("prompt_tokens", 0),
+                                                                               entry.get("completion_tokens", 0))
+        # An entry of another shape (damaged, or written by other code) is a miss, asked again and
+        # overwritten, rather than an error in every rerun. Its text is the op's to judge (llm/answer.py).
+        if not isinstance(text, str) or not isinstance(finish, str | None) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+            return None
+        return CachedAnswer(text, finish, *counts)
 
     def put(self, key: str, answer: CachedAnswer) -> None:
         data = json.dumps(seal({"format": FORMAT, "key": key, **asdict(answer)}), ensure_ascii=False).encode()

@@ -23,7 +23,14 @@ k-th retry waits what the server's `Retry-After` (or `retry-after-ms`) asks, els
 [0, backoff_s * 2**k] (full jitter, so that workers that failed together do not come back
 together), never more than max_backoff_s. Other errors (400, 401, 404, 422: the request itself is
 wrong) are not retried. A request given up on becomes a `Reply` with its error, which the op
-quarantines (reason `timeout` for an error starting "timeout"): the run goes on.
+quarantines (reason `timeout` for an error starting "timeout"): the run goes on. Except when the
+server cannot be reached: when more than `max_unreachable_share` (default 0.5) of the requests one
+`chat_many` sent could not connect after every retry (refused, no route, unknown host, no
+connection within the deadline), it raises ServerUnreachable instead (one line: the server's URL
+without credentials, the count), so the task stops unfinished and a rerun asks again; a row is
+never quarantined, in a run recorded as complete, for a server that was down. Other failures do
+not count: a connection lost once the prompt was sent (a server that crashes on it) or a timeout
+(a prompt too long to answer in time) may be the row's own.
 
 Unusable answers: an HTTP 2xx whose body is not a chat completion (not JSON, not UTF-8, no choice,
 no message, a content that is no string, token counts that are no counts, larger than
@@ -51,7 +58,8 @@ from typing import Annotated, Any, Coroutine, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..redaction import Redactor
+from ..errors import YlinkError
+from ..redaction import Redactor, redact_url
 from .cache import CachedAnswer, ResponseCache, request_key
 from .config import LLMConfig
 from .usage import Usage
@@ -79,6 +87,7 @@ class Reply:
     error: str | None = None
     cached: bool = False
     finish_reason: str | None = None
+    unreachable: bool = False  # failed: the server could not be reached (after the retries)
 
 
 # What is read of a chat completion (everything else is ignored); anything else is unusable.
@@ -104,14 +113,20 @@ class _Completion(BaseModel):
     usage: _Usage | None = None
 
 
+class ServerUnreachable(YlinkError):
+    """Too many requests of one call could not reach the server: the task stops, unfinished."""
+
+
 class _Retry(Exception):
-    def __init__(self, message: str, wait_s: float | None = None):
+    def __init__(self, message: str, wait_s: float | None = None, unreachable: bool = False):
         super().__init__(message)
-        self.wait_s = wait_s
+        self.wait_s, self.unreachable = wait_s, unreachable
 
 
 class _GiveUp(Exception):
-    pass
+    def __init__(self, message: str, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class LLMClient:
@@ -120,6 +135,7 @@ class LLMClient:
         self.usage = Usage()
         self.cache = ResponseCache(config.cache_dir, storage_options) if config.cache and config.cache_dir else None
         self._url = f"{config.base_url}/chat/completions"
+        self._where = redact_url(config.base_url)  # the server as messages name it: no user:password
         self._headers = {"Authorization": f"Bearer {config.api_key or NO_KEY}", "Content-Type": "application/json",
                          "Accept": "application/json", **config.headers}
         self._params = config.answer_params()
@@ -149,10 +165,26 @@ class LLMClient:
         async def many() -> list[Reply]:
             return list(await asyncio.gather(*(self._chat(messages, request) for messages in requests)))
 
-        return self._run(many())
+        return self._reached(self._run(many()))
 
     def chat(self, messages: list[dict[str, Any]], **request: Any) -> Reply:
-        return self._run(self._chat(messages, request))
+        return self._reached([self._run(self._chat(messages, request))])[0]
+
+    def _reached(self, replies: list[Reply]) -> list[Reply]:
+        """`replies`, unless more than `max_unreachable_share` of the requests sent (cache hits are not
+        sent) could not reach the server: then ServerUnreachable, one line with the server and the
+        count. A row whose request never reached the server has nothing wrong with it: quarantined,
+        it would be lost to a run recorded as complete; raised, its task stops unfinished and a rerun
+        asks again (what was answered comes from the cache)."""
+        sent = [r for r in replies if not r.cached]
+        lost = [r for r in sent if r.unreachable]
+        if lost and len(lost) > self.config.max_unreachable_share * len(sent):
+            why = " ".join(lost[-1].error.split())[:300]
+            raise ServerUnreachable(
+                f"{len(lost)} of {len(sent)} requests could not reach the model server at {self._where} ({why}); "
+                f"nothing of this task is recorded as done: start the server or fix llm.base_url, then run again "
+                f"to ask again (llm.max_unreachable_share={self.config.max_unreachable_share:g})")
+        return replies
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._started())
@@ -197,7 +229,7 @@ class LLMClient:
                 answer = await self._ask(messages, params)
         except _GiveUp as exc:
             self.usage.add("failed")
-            return Reply(None, error=self._secrets.redact_text(str(exc)))
+            return Reply(None, error=self._secrets.redact_text(str(exc)), unreachable=exc.unreachable)
         if self.cache is not None:
             await asyncio.to_thread(self.cache.put, key, answer)
         return Reply(answer.text, finish_reason=answer.finish_reason)
@@ -216,8 +248,8 @@ class LLMClient:
                 return await self._once(body)
             except _Retry as exc:
                 if attempt + 1 == attempts:
-                    raise _GiveUp(f"{exc} (gave up after {attempts} attempts, llm.max_retries={self.config.max_retries})"
-                                  ) from None
+                    raise _GiveUp(f"{exc} (gave up after {attempts} attempts, llm.max_retries={self.config.max_retries})",
+                                  exc.unreachable) from None
                 await asyncio.sleep(self._wait(attempt, exc.wait_s))
         raise AssertionError("unreachable")
 
@@ -228,7 +260,7 @@ class LLMClient:
             raise self._timeout() from None
         if not 200 <= status < 300:
             quoted = self._quote(data, whole, ERROR_CHARS, squeeze=True)
-            message = f"HTTP {status} from {self.config.base_url}: {quoted}"
+            message = f"HTTP {status} from {self._where}: {quoted}"
             if status in RETRY_STATUS:
                 raise _Retry(message, _retry_after(headers))
             raise _GiveUp(message)
@@ -237,7 +269,7 @@ class LLMClient:
                 raise ValueError(f"a body of over {MAX_BODY_BYTES // 2**20} MiB")
             completion = _Completion.model_validate_json(data)
         except ValueError as exc:  # pydantic's ValidationError is one: not JSON, not UTF-8, not this shape
-            raise _GiveUp(f"unusable_response: HTTP {status} from {self.config.base_url} is no chat completion "
+            raise _GiveUp(f"unusable_response: HTTP {status} from {self._where} is no chat completion "
                           f"({_why(exc)}); raw: {self._quote(data, whole, RAW_CHARS)!r}") from None
         choice, usage = completion.choices[0], completion.usage or _Usage()
         prompt, completion_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
@@ -258,14 +290,17 @@ class LLMClient:
                     if len(data) > limit:  # the rest is never read: leaving the block closes the connection
                         return response.status_code, response.headers, bytes(data[:limit]), False
                 return response.status_code, response.headers, bytes(data), True
-        except library.TimeoutException:
-            raise self._timeout() from None
+        except library.TimeoutException as exc:
+            raise self._timeout(unreachable=isinstance(exc, library.ConnectTimeout)) from None
         except library.RequestError as exc:  # every failure to send or to read the answer
-            raise _Retry(f"cannot reach {self.config.base_url}: {type(exc).__name__}: {exc}") from None
+            # Failing to connect is never the request's doing; a connection lost later may be (a
+            # server that crashes on one prompt), so only the first counts as unreachable.
+            raise _Retry(f"cannot reach {self._where}: {type(exc).__name__}: {exc}",
+                         unreachable=isinstance(exc, library.ConnectError)) from None
 
-    def _timeout(self) -> _Retry:
-        return _Retry(f"timeout: no complete answer from {self.config.base_url} within "
-                      f"llm.timeout_s={self.config.timeout_s:g}")
+    def _timeout(self, unreachable: bool = False) -> _Retry:
+        return _Retry(f"timeout: no complete answer from {self._where} within "
+                      f"llm.timeout_s={self.config.timeout_s:g}", unreachable=unreachable)
 
     def _wait(self, attempt: int, retry_after: float | None) -> float:
         cap = self.config.max_backoff_s

@@ -60,6 +60,7 @@ class LLMOverride(BaseModel):
     max_retries: Annotated[int, Field(ge=0, le=100)] | None = None
     backoff_s: Annotated[float, Field(ge=0, le=600)] | None = None
     max_backoff_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+    max_unreachable_share: Annotated[float, Field(ge=0, le=1)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -89,6 +90,11 @@ class LLMConfig(BaseModel):
     # jitter"), at most max_backoff_s; a Retry-After header is waited for instead, up to max_backoff_s.
     backoff_s: Annotated[float, Field(ge=0, le=600)] = 1.0
     max_backoff_s: Annotated[float, Field(ge=0, le=3600)] = 60.0
+    # More than this share of one batch's requests unable to connect to the server stops the run
+    # unfinished (client.py): a server that is down quarantines no row. Half (ours): failing to
+    # connect after max_retries is never the row's fault, and a blip in a large batch costs a few
+    # rows, not the run; 1 turns it off.
+    max_unreachable_share: Annotated[float, Field(ge=0, le=1)] = 0.5
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None

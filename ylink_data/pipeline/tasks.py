@@ -391,10 +391,11 @@ def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
 # ----------------------------------------------------------------------------- ops
 
 
-# An op's error that starts with one of these is quarantined with it as its reason (stages/base.py
+# An op's error that starts with one of these is quarantined with its reason (stages/base.py
 # BatchResult), any other with `error`: `timeout` (a time limit, a model server that never answered
-# in time), `unusable_response` (a model server's answer that is no chat completion, llm/client.py).
-ERROR_REASONS = ("timeout", "unusable_response")
+# in time), `unusable_response` (a model server's answer that is no chat completion, llm/client.py,
+# or whose content cannot be read or stored, "unusable answer: ...", llm/answer.py).
+ERROR_REASONS = {"timeout": "timeout", "unusable_response": "unusable_response", "unusable answer": "unusable_response"}
 
 
 def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:
@@ -419,7 +420,7 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
             if error is not None:
                 keep[i] = False
                 stage.quarantined += 1
-                reason = next((r for r in ERROR_REASONS if error.startswith(r)), "error")
+                reason = next((r for prefix, r in ERROR_REASONS.items() if error.startswith(prefix)), "error")
                 stage.counters[f"quarantined_{reason}"] += 1
                 out.quarantine({"file": sources[i], "id": ids[i], "stage": name, "reason": reason, "error": error})
     if result.dropped:

@@ -57,8 +57,9 @@ class Document:
 class BatchResult:
     """An op's verdict on a batch: `table` has the same rows as the input (columns may be changed or
     added); `dropped[i]` is a reason to drop row i (None keeps it); `errors[i]` quarantines row i
-    (a message starting with "timeout" or "unusable_response" is quarantined with that reason,
-    others with `error`: pipeline/tasks.py ERROR_REASONS).
+    (a message starting with "timeout" is quarantined with that reason, one starting with
+    "unusable_response" or "unusable answer" as `unusable_response`, others with `error`:
+    pipeline/tasks.py ERROR_REASONS).
 
     Fan-out (one document -> several rows: chunks, question-answer pairs): `parents[j]` is the input
     row that row j of `table` came from, in input order, and every input row has at least one row

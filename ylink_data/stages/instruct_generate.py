@@ -28,8 +28,9 @@ dropped as `copied_prompt`, `unchanged` or a heuristic rule.
 
 Language: the batch's seeds' `lang` (else their script) picks the prompt (`-zh` for Chinese, `-en`
 otherwise) and the heuristics. A prompt whose request failed after llm.max_retries is counted
-(`prompts_failed`); when none of a batch's requests got an answer, its rows are quarantined with
-the error. An answer holding no numbered item is counted (`unparseable`).
+(`prompts_failed`), and so is an answer that cannot be stored (`unusable`, llm/answer.py: a lone
+surrogate); when none of a batch's requests got a usable answer, its rows are quarantined with the
+last error. An answer holding no numbered item is counted (`unparseable`).
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from pydantic import Field, PositiveInt
 
 from ..datagen import evol, heuristics
 from ..datagen import self_instruct as si
+from ..llm.answer import Unusable, read
 from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
 from ..transform.rouge import RougePool, rouge_l
@@ -160,8 +162,12 @@ class InstructGenerate(LLMOp):
                     counts["prompts_failed"] = counts.get("prompts_failed", 0) + 1
                     last_error = reply.error
                     continue
+                items = read(reply.text, si.parse_list)
+                if isinstance(items, Unusable):
+                    counts["unusable"] = counts.get("unusable", 0) + 1
+                    last_error = items.error
+                    continue
                 answered += 1
-                items = si.parse_list(reply.text)
                 if not items:
                     counts["unparseable"] = counts.get("unparseable", 0) + 1
                 for k, item in enumerate(items):
@@ -187,7 +193,7 @@ class InstructGenerate(LLMOp):
         if len(generated) < self.count:
             counts["count_missed"] = self.count - len(generated)
         if asked and not answered:
-            return [], f"no request of this batch got an answer: {last_error}"
+            return [], f"{last_error} (no request of this batch got a usable answer)"
         return made, None
 
     # ------------------------------------------------------------------ Evol-Instruct
@@ -211,11 +217,15 @@ class InstructGenerate(LLMOp):
                     counts["prompts_failed"] = counts.get("prompts_failed", 0) + 1
                     last_error = reply.error
                     continue
+                text = read(reply.text, evol.clean)
+                if isinstance(text, Unusable):
+                    counts["unusable"] = counts.get("unusable", 0) + 1
+                    last_error = text.error
+                    continue
                 answered += 1
                 if self.count is not None and kept >= self.count:
                     counts["candidates_unused"] = counts.get("candidates_unused", 0) + 1
                     continue
-                text = evol.clean(reply.text)
                 score = rouge_l(text, current[i]) if text else 0.0
                 if reply.finish_reason == "length":
                     reason = "truncated"
@@ -234,7 +244,7 @@ class InstructGenerate(LLMOp):
                     current[i] = text
                     kept += 1
         if asked and not answered:
-            return [], f"no request of this batch got an answer: {last_error}"
+            return [], f"{last_error} (no request of this batch got a usable answer)"
         return made, None
 
 

@@ -17,12 +17,15 @@ instruction's or the document's text, as qa_generate decides), `-en` for every o
 `prompt:` names your own file instead, for every language: one with `{instruction}` and
 `{response}` judges responses, one with `{text}` documents (with `rubric` unset, the file's
 placeholders decide; a file that contradicts `rubric` is a config error). `scale: [low, high]`
-is the scale of your rubric (default: the rubric's, 1-10 or 0-5). The answer is read as JSON
-`{"score", "reason"}` (in a ```json fence too) or, failing that, a `Score: N` line (`评分：N`), the
-reason being the rest of the text. An answer with no score, or one outside the scale (the judge
-did not follow the rubric: its number means nothing on it), quarantines the row with the raw answer
-(as qa_generate does), and so does a request that failed after `llm.max_retries`: a row the judge
-could not score is never kept or dropped as if it had been. `min_score` (on the scale) drops rows
+is the scale of your rubric (default: the rubric's, 1-10 or 0-5). The answer is read strictly
+(stages/judge_parse.py lists the accepted forms): JSON `{"score", "reason"}` (in a ```json fence
+too) or, failing that, `Score: N` lines (`评分：N`; a `Total score: N` line over per-criterion ones),
+the reason being the rest of the text. An answer with no score, one outside the scale (the judge
+did not follow the rubric: its number means nothing on it), an ambiguous one (two different scores,
+"3/10" on a 0-5 scale) or one that cannot be stored (a lone surrogate in its reason, a 5,000-digit
+number) quarantines the row with the raw answer, reason `unusable_response` (llm/answer.py, as for
+every op that calls a model), and so does a request that failed after `llm.max_retries`: a row the
+judge could not score is never kept or dropped as if it had been. `min_score` (on the scale) drops rows
 scored below it as `judge:low_score`.
 
 `mode: pairwise`: the responses of one instruction (rows sharing `group_column`, which respond
@@ -39,13 +42,11 @@ responses, the consistent winner scores 1 and the loser 0, and an inconsistent p
 the group's rows with the raw answer. Pairwise compares responses only: no `rubric: edu`, no
 `scale`.
 
-Counters: `scored`, `unparseable`, `out_of_range` (pointwise); `comparisons`, `pairwise_consistent`,
+Counters: `scored`, `unparseable`, `out_of_range`, `unusable` (pointwise); `comparisons`, `pairwise_consistent`,
 `pairwise_inconsistent`, `pairwise_ties` (pairwise); and the model's usage (`llm_*`, llm/usage.py).
 """
 from __future__ import annotations
 
-import json
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Annotated, Literal
@@ -54,20 +55,17 @@ import pyarrow as pa
 from pydantic import Field, NonNegativeFloat
 
 from ..errors import YlinkError
+from ..llm.answer import Unparseable, Unusable, read
 from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
 from . import register
 from .base import BatchResult, named_files
-from .qa_generate import PROMPTS, RAW_CHARS, load_prompt, prompt_languages
+from .judge_parse import OutOfRange, parse_score, parse_winner
+from .qa_generate import PROMPTS, load_prompt, prompt_languages
 
-LOW, HIGH = 1, 10  # the response rubric's scale (parse_score's default)
 # rubric: (what it scores, its scale, its prompts configs/prompts/<stem>-<lang>.txt)
 RUBRICS = {"response": ("response", (1.0, 10.0), "judge-pointwise"), "edu": ("document", (0.0, 5.0), "judge-edu")}
 SCORE_COLUMN, REASON_COLUMN = "judge_score", "judge_reason"
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
-# "Score: 7", "**Score**: 7/10", "评分：7": the line judges write when they do not write JSON.
-_SCORE_LINE = re.compile(r"^\W*(?:score|rating|评分|分数|得分)\W*[:：]\s*\**\s*(-?\d+(?:\.\d+)?)", re.I | re.M)
-_WINNER_LINE = re.compile(r"^\W*(?:winner|verdict|胜者|结论)\W*[:：]\s*\**\s*\[*\s*(A|B|tie|平局)\b", re.I | re.M)
 PLACEHOLDERS = {  # what a prompt scores: {placeholder: what goes there}
     "response": {"instruction": "the instruction", "response": "the response"},
     "document": {"text": "the document"},
@@ -75,67 +73,12 @@ PLACEHOLDERS = {  # what a prompt scores: {placeholder: what goes there}
 }
 
 
-class Unparseable(ValueError):
-    pass
-
-
-def _json_object(text: str) -> dict | None:
-    fenced = _FENCE.match(text)
-    body = fenced.group(1) if fenced else text.strip()
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def parse_score(text: str, low: float = LOW, high: float = HIGH) -> tuple[float, str]:
-    """(score, reason) of a pointwise answer: JSON {"score", "reason"}, else a `Score: N` line (the
-    reason then being the answer's other lines). Unparseable says why not, also for a score outside
-    `low`-`high` (the judge did not follow the rubric: its number means nothing on our scale)."""
-    data = _json_object(text)
-    if data is not None and "score" in data:
-        score, reason = data["score"], data.get("reason")
-        if isinstance(score, str):
-            try:
-                score = float(score.strip().split("/")[0])
-            except ValueError:
-                raise Unparseable(f"score {data['score']!r} is not a number") from None
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            raise Unparseable(f"score {score!r} is not a number")
-        reason = reason if isinstance(reason, str) else ""
-    else:
-        line = _SCORE_LINE.search(text)
-        if line is None:
-            raise Unparseable('no score: neither JSON {"score": N} nor a "Score: N" line')
-        score = float(line.group(1))
-        reason = (text[:line.start()] + text[line.end():]).strip()
-    if not low <= score <= high:
-        raise Unparseable(f"score {score:g} is outside {low:g}-{high:g}")
-    return float(score), reason.strip()
-
-
-def parse_winner(text: str) -> tuple[str, str]:
-    """("A" | "B" | "tie", reason) of a pairwise answer: JSON {"winner", "reason"}, else a
-    `Winner: A` line."""
-    data = _json_object(text)
-    if data is not None and "winner" in data:
-        winner, reason = str(data["winner"]).strip(), data.get("reason")
-        reason = reason if isinstance(reason, str) else ""
-    else:
-        line = _WINNER_LINE.search(text)
-        if line is None:
-            raise Unparseable('no verdict: neither JSON {"winner": "A" | "B" | "tie"} nor a "Winner: A" line')
-        winner, reason = line.group(1), (text[:line.start()] + text[line.end():]).strip()
-    normal = {"a": "A", "b": "B", "tie": "tie", "平局": "tie"}.get(winner.lower().strip("[]\"' "))
-    if normal is None:
-        raise Unparseable(f'winner {winner!r} is none of "A", "B", "tie"')
-    return normal, reason.strip()
-
-
-def _unusable(exc: Exception, raw: str) -> str:
-    return (f"unparseable answer from the judge: {exc}; raw answer: {raw[:RAW_CHARS]!r}"
-            + (" (truncated)" if len(raw) > RAW_CHARS else ""))
+def _count(answer: Unusable) -> str:
+    """The counter of an unusable answer: `out_of_range`, `unparseable` (it says no score or verdict
+    we can read), or `unusable` (it says one that cannot be stored, or broke the parser)."""
+    if isinstance(answer.cause, OutOfRange):
+        return "out_of_range"
+    return "unparseable" if isinstance(answer.cause, Unparseable) else "unusable"
 
 
 def _prompt_kind(path: str) -> str | None:
@@ -263,17 +206,17 @@ class Judge(LLMOp):
         scores: list[float | None] = [None] * n
         reasons: list[str | None] = [None] * n
         errors: list[str | None] = [None] * n
-        counts = {"scored": 0, "unparseable": 0, "out_of_range": 0}
+        counts = {"scored": 0, "unparseable": 0, "out_of_range": 0, "unusable": 0}
         for i, reply in enumerate(self._ask(prompts)):
             if reply.error is not None:
                 errors[i] = reply.error
                 continue
-            try:
-                scores[i], reasons[i] = parse_score(reply.text, *self.scale)
-            except Unparseable as exc:
-                counts["out_of_range" if "outside" in str(exc) else "unparseable"] += 1
-                errors[i] = _unusable(exc, reply.text)
+            verdict = read(reply.text, lambda text: parse_score(text, *self.scale))
+            if isinstance(verdict, Unusable):
+                counts[_count(verdict)] += 1
+                errors[i] = verdict.error
                 continue
+            scores[i], reasons[i] = verdict
             counts["scored"] += 1
         return scores, reasons, errors, counts
 
@@ -294,7 +237,7 @@ class Judge(LLMOp):
         verdicts: list[list[str]] = [[] for _ in range(n)]
         errors: list[str | None] = [None] * n
         counts = {"comparisons": len(pairs), "pairwise_consistent": 0, "pairwise_inconsistent": 0,
-                  "pairwise_ties": 0, "unparseable": 0}
+                  "pairwise_ties": 0, "unparseable": 0, "unusable": 0}
         failed: dict[object, str] = {}
         index = {i: key for key, rows in groups.items() for i in rows}
         for k, (i, j) in enumerate(pairs):
@@ -303,12 +246,12 @@ class Judge(LLMOp):
                 if reply.error is not None:
                     failed.setdefault(index[i], reply.error)
                     break
-                try:
-                    said.append(parse_winner(reply.text)[0])
-                except Unparseable as exc:
-                    counts["unparseable"] += 1
-                    failed.setdefault(index[i], _unusable(exc, reply.text))
+                verdict = read(reply.text, parse_winner)
+                if isinstance(verdict, Unusable):
+                    counts[_count(verdict)] += 1
+                    failed.setdefault(index[i], verdict.error)
                     break
+                said.append(verdict[0])
             if len(said) < 2:
                 continue
             # In the second order j is shown as A: "B" there means i won again.

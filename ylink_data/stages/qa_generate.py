@@ -13,22 +13,23 @@ chunk (transform/grounding.py); `text` is the question and answer, and `source`,
 `metadata` (page range, heading path) are the chunk's. A pair whose support is under
 `min_support` is dropped as `qa_generate:unsupported` (kept in rejected/ with its support); a
 chunk whose answer holds no pair is dropped as `qa_generate:none`, an empty chunk as `empty`.
-An answer that is not JSON, or not of that shape, quarantines the chunk with the reason and the raw
-answer (its first RAW_CHARS characters); so does a request that failed after `llm.max_retries`
+An answer that is not JSON, not of that shape, or that cannot be stored (llm/answer.py: a lone
+surrogate, a 5,000-digit number, JSON nested thousands deep) quarantines the chunk with the reason
+and the raw answer (its first RAW_CHARS characters), reason `unusable_response`; a cached one does
+again on a rerun, never stopping it. So does a request that failed after `llm.max_retries`
 (reason `timeout` when the server never answered in time). The run goes on either way.
 Rows that are question-answer pairs already (qa_extract's, `unmatched: keep`) pass through as they
 are, so one pipeline keeps the pairs documents hold and asks the model about the rest.
 """
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..llm.answer import Unparseable, Unusable, json_answer, read
 from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
 from ..transform import grounding
@@ -37,11 +38,16 @@ from . import register
 from .base import BatchResult, Fraction, fan_out, named_files, pair_rows
 
 PROMPTS = Path(__file__).resolve().parent.parent.parent / "configs" / "prompts"
-RAW_CHARS = 2000  # of an unusable answer, quoted in its quarantine entry
 SCRIPT_HEAD_CHARS = 1000  # a chunk without `lang` goes by the script of its first characters
 COLUMNS = {"question": pa.string(), "answer": pa.string(), "context": pa.large_string(), "chunk_id": pa.string(),
            "answer_support": pa.float64()}
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+class Pair(NamedTuple):
+    """A question-answer pair of a model's answer (a tuple: llm/answer.py checks it storable)."""
+
+    question: str
+    answer: str
 
 
 class _Pair(BaseModel):
@@ -55,23 +61,14 @@ class _Pairs(BaseModel):
     pairs: list[_Pair]
 
 
-class Unparseable(ValueError):
-    pass
-
-
-def parse_pairs(text: str) -> list[_Pair]:
+def parse_pairs(text: str) -> list[Pair]:
     """The pairs of a model's answer: JSON `{"pairs": [...]}` (a bare list of pairs too, and inside a
     ```json fence, as models often write it); Unparseable says why not."""
-    fenced = _FENCE.match(text)
-    body = fenced.group(1) if fenced else text.strip()
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise Unparseable(f"not JSON ({exc})") from None
+    data = json_answer(text)
     if isinstance(data, list):
         data = {"pairs": data}
     try:
-        return [_Pair(question=p.question.strip(), answer=p.answer.strip()) for p in _Pairs.model_validate(data).pairs]
+        return [Pair(p.question.strip(), p.answer.strip()) for p in _Pairs.model_validate(data).pairs]
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
@@ -148,12 +145,10 @@ class QAGenerate(LLMOp):
             if reply.error is not None:
                 keep_row(error=reply.error)
                 continue
-            try:
-                pairs = parse_pairs(reply.text)
-            except Unparseable as exc:
+            pairs = read(reply.text, parse_pairs)
+            if isinstance(pairs, Unusable):
                 counts["unparseable"] += 1
-                keep_row(error=f"unparseable answer from the model: {exc}; raw answer: {reply.text[:RAW_CHARS]!r}"
-                         + (" (truncated)" if len(reply.text) > RAW_CHARS else ""))
+                keep_row(error=pairs.error)
                 continue
             if not pairs:
                 keep_row(reason=f"{self.name}:none")

@@ -15,8 +15,9 @@ Every response is a row (fan-out, ids `<instruction row id>#<k>`), which is what
   instruction_id  the id of the instruction's row: the n responses of one instruction share it
 and `text` = instruction, input and response, blank-line separated, for the filters after it.
 A response cut off at max_tokens (finish_reason `length`) is dropped as `respond:truncated`, an
-empty one as `respond:empty`, an instruction without text as `respond:no_instruction`; a request
-that failed after llm.max_retries quarantines its row with the error (reason `timeout` when the
+empty one as `respond:empty`, an instruction without text as `respond:no_instruction`; one that
+cannot be stored (llm/answer.py: a lone surrogate) quarantines its row as `unusable_response`, and a
+request that failed after llm.max_retries with the error (reason `timeout` when the
 server never answered in time). The run goes on either way.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Annotated
 import pyarrow as pa
 from pydantic import Field
 
+from ..llm.answer import Unusable, read
 from ..llm.config import LLMOverride
 from ..llm.op import LLMOp
 from ..datagen.prompt import instruction_prompt
@@ -77,14 +79,16 @@ class Respond(LLMOp):
             rows = []
             for k in range(self.n):
                 reply = requests[(i, k)]
-                text = (reply.text or "").strip()
+                answer = read(reply.text, str.strip) if reply.error is None else None
+                error = reply.error or (answer.error if isinstance(answer, Unusable) else None)
+                text = answer if error is None else ""
                 body = "\n\n".join(x for x in (instruction, inputs[i], text) if x)
                 rows.append({"text": body, "instruction": instruction, "input": inputs[i],
-                             "response": text if reply.error is None else None, "response_index": k,
+                             "response": text if error is None else None, "response_index": k,
                              "instruction_id": ids[i]})
-                if reply.error is not None:
+                if error is not None:
                     dropped.append(None)
-                    errors.append(reply.error)
+                    errors.append(error)
                 else:
                     dropped.append(f"{self.name}:truncated" if reply.finish_reason == "length" else
                                    None if text else f"{self.name}:empty")
