@@ -27,6 +27,7 @@ from ..io.fs import InputFile, expand_paths, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
+from .card import write_dataset_card
 from .global_phase import GlobalContext
 from .layout import RunLayout
 from .lock import FolderLock, hold_run_folder
@@ -118,6 +119,7 @@ class Runner:
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
+        write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
         manifest = {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
                     "rows": stats["output_records"], "shards": shards,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
