@@ -45,7 +45,7 @@ def describe_op(name: str) -> OpInfo:
     load_ops()
     cls = REGISTRY[name]
     fields = _params_model(cls).model_fields
-    params = [ParamInfo(pname, *_type_and_bounds(f.annotation, f.metadata), _default_text(f))
+    params = [ParamInfo(pname, *type_and_bounds(f.annotation, f.metadata), default_text(f))
               for pname, f in fields.items()]
     doc = inspect.getdoc(cls) or ""
     module = sys.modules[cls.__module__]
@@ -118,7 +118,7 @@ def _bound_text(c: dict[str, Any]) -> str:
     return ", ".join(words)
 
 
-def _type_and_bounds(annotation: Any, metadata: list[Any] = (), where: str = "") -> tuple[str, str]:
+def type_and_bounds(annotation: Any, metadata: list[Any] = (), where: str = "") -> tuple[str, str]:
     """(the type without bounds, its bounds) of a parameter's annotation; bounds inside a container
     say where they apply ("values: ≥ 0")."""
     bounds: list[str] = []
@@ -132,7 +132,7 @@ def _type_and_bounds(annotation: Any, metadata: list[Any] = (), where: str = "")
 def _walk(tp: Any, bounds: list[str], where: str) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is typing.Annotated:
-        text, inner = _type_and_bounds(args[0], list(args[1:]), where)
+        text, inner = type_and_bounds(args[0], list(args[1:]), where)
         if inner:
             bounds.append(inner)
         return text
@@ -159,7 +159,7 @@ def _at(where: str, part: str) -> str:
     return f"{where} {part}".strip()
 
 
-def _default_text(field: FieldInfo) -> str:
+def default_text(field: FieldInfo) -> str:
     if field.is_required() or field.default is PydanticUndefined:
         return "required"
     value = field.default
