@@ -94,3 +94,12 @@ def test_a_rerun_finds_the_run_complete_and_its_card_not_foreign(run):
     config = json.loads((run / "run.json").read_text())["config"]
     path, stats = ylink_data.run(config)
     assert Path(path) == run and stats == json.loads((run / "stats.json").read_text())
+
+
+def test_the_card_is_the_same_wherever_the_run_was_written(run, tmp_path):
+    """Run folders compare byte for byte across execution ways and machines (tests/test_execution.py,
+    tests/test_cluster_node_loss.py): the card names no folder of its own."""
+    config = json.loads((run / "run.json").read_text())["config"]
+    config["output"]["path"] = str(tmp_path / "elsewhere")
+    ylink_data.run(config)
+    assert (tmp_path / "elsewhere" / "README.md").read_bytes() == (run / "README.md").read_bytes()

@@ -56,7 +56,7 @@ def write_dataset_card(layout: RunLayout, cfg: Any, stats: dict[str, Any], shard
         "configs": configs,
     }
     front = {k: v for k, v in front.items() if v is not None}
-    body = _body(cfg, layout.url, stats, kept_columns, bool(rejected))
+    body = _body(cfg, stats, kept_columns, bool(rejected))
     text = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n" + body
     with atomic_write(layout.fs, layout.path(CARD)) as f:
         f.write(text.encode())
@@ -124,14 +124,16 @@ def _kept_columns_and_languages(layout: RunLayout, kept: list[str]) -> tuple[lis
     return columns, sorted(languages)
 
 
-def _body(cfg: Any, url: str, stats: dict[str, Any], columns: list[str], has_rejected: bool) -> str:
+def _body(cfg: Any, stats: dict[str, Any], columns: list[str], has_rejected: bool) -> str:
     own = set(DOCUMENT_SCHEMA.names)
     lines = [f"# {cfg.name}", "",
              f"{stats['output_records']:,} documents kept of {stats['input_records']:,} input records "
              f"({stats['quarantined']:,} quarantined), made with "
              "ylink-data from the pipeline below.", "",
              "## Loading", "", "```python",
-             f"RUN = {cfg.redact(url)!r}  # this folder, where the run wrote it",
+             # Not the folder's own path: the card is the same wherever the run was written or copied
+             # (tests/test_execution.py compares run folders byte for byte).
+             'RUN = "path/to/this/folder"  # or its URL (s3://..., with storage_options)',
              "import datasets", "kept = datasets.load_dataset(RUN)  # the kept documents, split 'train'"]
     if has_rejected:
         lines.append("dropped = datasets.load_dataset(RUN, 'rejected')  # dropped documents with their reason")
