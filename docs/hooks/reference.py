@@ -92,7 +92,7 @@ def config_page() -> str:
 
             type_text, bounds = type_and_bounds(field.annotation, field.metadata)
             default = "required" if field.is_required() else (
-                "(empty)" if field.default_factory is not None else default_text(field))
+                _factory_text(field.default_factory) if field.default_factory is not None else default_text(field))
             key = f"{prefix}{name}"
             lines.append(f"| `{key}` | `{_cell(type_text)}` | {_cell(bounds) or '-'} | `{_cell(default)}` | "
                          f"{_cell(notes.get(name, ''))} |")
@@ -102,6 +102,12 @@ def config_page() -> str:
     walk(PipelineConfig, "")
     lines += ["", "`stages:` is a list of `- op_name: {params}` items: see [Ops](ops.md) for every op's parameters."]
     return "\n".join(lines) + "\n"
+
+
+def _factory_text(factory) -> str:
+    """A default made by a factory: an empty list or mapping as YAML, a section as its keys below."""
+    value = factory()
+    return "the keys below" if hasattr(value, "model_dump") else ("[]" if isinstance(value, list) else "{}")
 
 
 def _models_in(annotation) -> list:
