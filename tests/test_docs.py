@@ -73,3 +73,9 @@ def test_the_readme_is_short_and_its_links_into_the_site_exist():
     for link in links:
         assert (REPO / link).is_file(), link
     assert "make run" in readme and "make test" in readme and "make docs" in readme
+
+
+def test_every_recipe_is_listed_on_the_recipes_page():
+    index = (REPO / "docs" / "recipes" / "index.md").read_text()
+    pages = sorted(p.name for p in (REPO / "docs" / "recipes").glob("*.md") if p.name != "index.md")
+    assert pages and [p for p in pages if f"]({p})" not in index] == []
