@@ -103,3 +103,25 @@ def test_the_card_is_the_same_wherever_the_run_was_written(run, tmp_path):
     config["output"]["path"] = str(tmp_path / "elsewhere")
     ylink_data.run(config)
     assert (tmp_path / "elsewhere" / "README.md").read_bytes() == (run / "README.md").read_bytes()
+
+
+def test_each_tier_folder_is_a_dataset_of_its_own_documents(tmp_path):
+    """quality_classifier tiers write tiers/<tier>/ as runs of their own for readers: each holds a
+    card, and load_dataset(tier folder) gives exactly the shards its manifest lists."""
+    import datasets
+
+    _corpus(tmp_path / "pages.jsonl")
+    out = tmp_path / "tiered"
+    ylink_data.run({"name": "tiered", "input": {"paths": [str(tmp_path / "pages.jsonl")]},
+                    "output": {"path": str(out)},
+                    "stages": [{"langid": {}}, {"quality_classifier": {"tiers": {"high": 0.5, "low": 0.0}}}]})
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sum(t["rows"] for t in manifest["tiers"].values()) == manifest["rows"] > 0
+    for tier in manifest["tiers"]:
+        folder = out / "tiers" / tier
+        listed = json.loads((folder / "manifest.json").read_text())["shards"]
+        expected = sorted(i for s in listed for i in pq.read_table(folder / s["path"]).column("id").to_pylist())
+        assert expected, tier  # both tiers hold pages of this corpus (6 and 8 with the bundled models)
+        loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf"))["train"]
+        assert sorted(loaded["id"]) == expected, tier
+        assert f"{len(expected):,} documents kept" in (folder / "README.md").read_text()
