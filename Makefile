@@ -2,11 +2,12 @@
 #   make run    installs ylink-data into .venv, runs the quickstart pipeline on the bundled crawl and
 #               turns its output into Megatron token files with a tokenizer trained on it
 #   make test   installs ylink-data with its test extras into .venv and runs the whole test suite
+#   make docs   installs the docs extras into .venv and builds the documentation site into site/ (--strict)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install clean
+.PHONY: run test install docs clean
 
 $(BIN)/ylink: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,5 +37,14 @@ run: install
 test: install $(VENV)/.torch
 	$(BIN)/python -m pytest
 
+# The site (mkdocs.yml, docs/): --strict fails on a broken link or a page left out of the nav; the op,
+# config and CLI references are printed from the code (docs/hooks/reference.py).
+$(VENV)/.docs: $(BIN)/ylink
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: install $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf out .pytest_cache
+	rm -rf out site .pytest_cache

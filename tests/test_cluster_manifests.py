@@ -1,7 +1,7 @@
 """configs/cluster/rayjob.yaml (a KubeRay RayJob), the Dockerfile that builds its image and the
-README's "Running on a Ray cluster" agree: the job runs `ylink run` on a pipeline of this repository
+cluster page (docs/guide/cluster.md, "Running on a Ray cluster") agree: the job runs `ylink run` on a pipeline of this repository
 against the cluster it starts, writing to object storage; every container runs the one image the
-Dockerfile builds and the README names, at the Ray version of the Dockerfile's FROM line; Ray's CPU
+Dockerfile builds and docs/guide/cluster.md names, at the Ray version of the Dockerfile's FROM line; Ray's CPU
 counts are what Kubernetes guarantees each pod; no credentials are written in the manifest.
 
 `manifest_problems` lists every disagreement; test_each_check_can_fail breaks the files one way at a
@@ -23,7 +23,7 @@ from .conftest import REPO
 CLUSTER = REPO / "configs" / "cluster"
 RAYJOB = CLUSTER / "rayjob.yaml"
 DOCKERFILE = CLUSTER / "Dockerfile"
-SECTION = "## Running on a Ray cluster\n"
+SECTION = "# Running on a Ray cluster\n"  # the page docs/guide/cluster.md (the README links to it)
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az"}   # URLs every node reaches; never file:// or memory://
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.I)
 IMAGE_REF = re.compile(r"[\w.\-/]*ylink-data:[\w.\-]+")
@@ -128,7 +128,7 @@ def manifest_problems(manifest: dict, readme: str, dockerfile: str, version: str
             problems.append(f"worker group {name!r}: rayStartParams num-cpus {num_cpus!r} is not its CPU limit "
                             f"{(limits or {}).get('cpu')!r}")
 
-    # One image everywhere: the one the Dockerfile builds and the README names, at this version.
+    # One image everywhere: the one the Dockerfile builds and docs/guide/cluster.md names, at this version.
     found = ray_containers(spec)
     images = {c.get("image") for _, c, _ in found}
     if len(images) != 1:
@@ -138,8 +138,8 @@ def manifest_problems(manifest: dict, readme: str, dockerfile: str, version: str
         problems.append(f"the image {image!r} is not tagged with ylink-data's version {version}")
     section = cluster_section(readme)
     if not section:
-        problems.append("the README has no \"Running on a Ray cluster\" section")
-    for where, text in (("the README's cluster section", section), ("the Dockerfile", dockerfile)):
+        problems.append("docs/guide/cluster.md has no \"Running on a Ray cluster\" section")
+    for where, text in (("docs/guide/cluster.md", section), ("the Dockerfile", dockerfile)):
         named = set(IMAGE_REF.findall(text))
         if named != {image}:
             problems.append(f"{where} names the image(s) {sorted(named)}, not the manifest's {image!r}")
@@ -156,9 +156,9 @@ def manifest_problems(manifest: dict, readme: str, dockerfile: str, version: str
             problems.append(f"rayVersion {cluster.get('rayVersion')!r} is not the image's Ray {ray_version}")
         named = set(RAY_IMAGE_REF.findall(section))
         if named != {base}:
-            problems.append(f"the README's cluster section names the base image(s) {sorted(named)}, not {base}")
+            problems.append(f"docs/guide/cluster.md names the base image(s) {sorted(named)}, not {base}")
         if f'rayVersion: "{ray_version}"' not in section:
-            problems.append(f"the README's cluster section does not give rayVersion \"{ray_version}\"")
+            problems.append(f"docs/guide/cluster.md does not give rayVersion \"{ray_version}\"")
 
     # Credentials come from a Kubernetes Secret, in every Ray container, never written here.
     for where, container, _ in found:
@@ -171,14 +171,14 @@ def manifest_problems(manifest: dict, readme: str, dockerfile: str, version: str
             problems.append(f"{where}: no credentials from a Secret (envFrom secretRef or secretKeyRef)")
 
     if entrypoint and entrypoint not in section:
-        problems.append(f"the README's cluster section does not show the entrypoint {entrypoint!r}")
+        problems.append(f"docs/guide/cluster.md does not show the entrypoint {entrypoint!r}")
     return problems
 
 
 def _files():
     manifest = yaml.safe_load(RAYJOB.read_text())
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    return manifest, (REPO / "README.md").read_text(), DOCKERFILE.read_text(), version
+    return manifest, (REPO / "docs" / "guide" / "cluster.md").read_text(), DOCKERFILE.read_text(), version
 
 
 def test_every_yaml_under_configs_cluster_parses():
@@ -283,8 +283,8 @@ MUTATIONS = {
                                 "ylink run pipelines/quickstart.yaml --set output.path=s3://your-bucket/ylink/quickstart\n"),
                           "does not show the entrypoint"),
     "README image": (_text(1, "`registry.example.com/ylink-data:0.1.0`", "`registry.example.com/ylink-data:0.0.1`"),
-                     "README's cluster section names the image"),
-    "README section gone": (_text(1, SECTION, "## Elsewhere\n"), "no \"Running on a Ray cluster\" section"),
+                     "docs/guide/cluster.md names the image"),
+    "README section gone": (_text(1, SECTION, "# Elsewhere\n"), "no \"Running on a Ray cluster\" section"),
 }
 
 

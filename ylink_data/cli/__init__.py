@@ -10,7 +10,34 @@ from ..redaction import redact_text
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except YlinkError as exc:
+        if args.debug:
+            raise
+        print(f"ylink: error: {redact_text(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the machine, not ylink: a full disk, a permission, a vanished file
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"ylink: error: {redact_text(where + (exc.strerror or str(exc)))} "
+              f"({type(exc).__name__}; --debug shows where)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ylink: interrupted; finished tasks are kept: rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and option: `main` parses with it, the documentation's CLI reference is printed
+    from it (docs/hooks/reference.py)."""
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="ylink", description="Turn web crawls into clean LLM training corpora.")
+    parser.add_argument("--version", action="version", version=f"ylink-data {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -57,25 +84,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from .mix import add_parser as add_mix_parser
     add_mix_parser(sub)
+    from .ops import add_parser as add_ops_parser
+    add_ops_parser(sub)
 
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args) or 0
-    except YlinkError as exc:
-        if args.debug:
-            raise
-        print(f"ylink: error: {redact_text(str(exc))}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # the machine, not ylink: a full disk, a permission, a vanished file
-        if args.debug:
-            raise
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"ylink: error: {redact_text(where + (exc.strerror or str(exc)))} "
-              f"({type(exc).__name__}; --debug shows where)", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("ylink: interrupted; finished tasks are kept: rerun the same command to resume", file=sys.stderr)
-        return 130
+    return parser
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:

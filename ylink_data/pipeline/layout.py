@@ -8,6 +8,7 @@ OUTPUT/
   preference/, prompts/      with output.preference_format / prompts_format: likewise, in TRL's layout
   manifest.json              written last: its presence means the run is complete
   stats.json                 the accounting
+  README.md                  the dataset card (card.py): `datasets.load_dataset(OUTPUT)` reads the kept documents
   run.json                   the config (credentials removed), its fingerprint and the inputs
   quarantine/*.jsonl         records that could not be read or processed
   rejected/*.parquet         dropped documents with their reason (keep_rejected: true)
@@ -32,7 +33,7 @@ from ..io.fs import filesystem, join
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
 # half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
 # config finds out what the folder holds.
-OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "report.html", "_work", "data", "megatron", "sft", "preference",
+OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "README.md", "report.html", "_work", "data", "megatron", "sft", "preference",
                "prompts", "quarantine", "rejected", "run.json")
 # Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
 # asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.

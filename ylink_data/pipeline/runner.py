@@ -27,6 +27,7 @@ from ..io.fs import InputFile, expand_paths, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
+from .card import write_dataset_card
 from .files_read import files_read
 from .global_phase import GlobalContext
 from .layout import RunLayout
@@ -119,6 +120,7 @@ class Runner:
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
+        write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
         manifest = {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
                     "rows": stats["output_records"], "shards": shards,
                     "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -131,17 +133,17 @@ class Runner:
             manifest[kind] = sft_section(fmt, jsonl_files[kind])
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
-            manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections)
+            manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections, stats)
         write_json(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
         self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 
-    def _write_tier_manifests(self, manifest: dict, megatron: dict[str, dict]) -> dict[str, dict]:
-        """Each tier folder is a run of its own for readers (open_run, ShardLoader): a manifest of its
-        shards (and Megatron pairs), paths relative to the tier folder. The run's manifest lists
-        every shard and pair."""
+    def _write_tier_manifests(self, manifest: dict, megatron: dict[str, dict], stats: dict) -> dict[str, dict]:
+        """Each tier folder is a run of its own for readers (open_run, ShardLoader, `datasets`): a
+        dataset card and a manifest of its shards (and Megatron pairs), paths relative to the tier
+        folder. The run's manifest lists every shard and pair."""
         out = {}
         for tier in self.tiers[1]:
             prefix = "/".join(self.layout.tier_dir(tier))
@@ -153,6 +155,8 @@ class Runner:
                 own["megatron"] = megatron[tier]
             for kind in jsonl_formats(self.cfg.output):
                 own[kind] = sft_section(manifest[kind]["format"], manifest[kind]["files"], prefix)
+            tier_layout = RunLayout(self.layout.path(prefix), self.layout.fs, f"{self.layout.url}/{prefix}")
+            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, shards)
             write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out

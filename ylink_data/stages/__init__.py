@@ -20,7 +20,7 @@ from .base import (BatchResult, Document, DocumentFilter, DocumentMapper, Docume
 
 REGISTRY: dict[str, type[Op]] = {}
 
-_NOT_OPS = {"base"}  # modules of this package that hold no ops
+_NOT_OPS = {"base", "describe"}  # modules of this package that hold no ops
 
 
 def register(cls: type[Op]) -> type[Op]:
