@@ -103,6 +103,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from ..config import load_config
+    from ..io.writable import check_writable
     from ..pipeline.flow import load_flow, path_is_flow
     from ..pipeline.runner import Runner
 
@@ -116,6 +117,7 @@ def _validate(args: argparse.Namespace) -> int:
     with cfg.redacting_errors():
         cluster = _check_cluster(cfg) if cfg.ray.address else ""
         plan = Runner(cfg).plan()
+        check_writable(cfg.output.path, cfg.storage_options(cfg.output.path))  # as the run's first write would
     ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
     print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "
           f"{len(plan.phases)} phase(s): {ops} → {cfg.redact(cfg.output.path)}{cluster}")
