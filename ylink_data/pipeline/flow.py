@@ -13,8 +13,10 @@ is complete, so a flow stopped at any step and run again redoes nothing that is 
 `quality_train` step is `ylink quality train --from RUN` with the same keys (`from`, `label_column`,
 `threshold`, `output`, `autotune_seconds`, `seed`, `lang`, `test_fraction`); it trains again on every
 run of the flow (seconds on a few thousand annotations, and the same seed gives the same bytes).
-Steps see what earlier steps wrote: every step is validated before the first one runs, except for
-inputs that an earlier step makes (their files are checked when the step starts).
+Steps see what earlier steps wrote: every step is validated before the first one runs, and what the
+steps read and write is checked against each other and against what is there (flow_check.py): an
+input that no earlier step writes must exist, no step reads a later step's output or its own, and
+no two steps write one place.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import PipelineConfig, _apply_includes, _parse_overrides, _read_yaml, _set_dotted, validate_config
 from ..errors import ConfigError
+from .flow_check import flow_problems
 
 
 class QualityTrainStep(BaseModel):
@@ -96,6 +99,8 @@ def load_flow(path: str, overrides: list[str] | None = None) -> Flow:
             steps.append(_step(kinds[0], item, where, base_dir, source))
         except ConfigError as exc:
             problems += [f"{where}.{p}" if not p.startswith(where) else p for p in exc.problems]
+    if not problems:  # the steps' reads and writes against each other and what is there (flow_check)
+        problems = flow_problems(steps)
     if problems:
         raise ConfigError(problems, source)
     return Flow(str(raw.get("name") or Path(path).stem), steps, source)
