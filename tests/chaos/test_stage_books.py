@@ -18,7 +18,6 @@ import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa

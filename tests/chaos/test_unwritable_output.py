@@ -10,7 +10,6 @@ none at all, an endpoint nothing listens on, a bucket that does not exist (a rea
 namespace)."""
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 from typing import Callable
