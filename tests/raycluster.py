@@ -51,6 +51,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 
@@ -341,6 +342,18 @@ class RayCliCluster:
         killed = self._kill(self._head)
         self._dead.append(self._head)
         return killed
+
+    @contextlib.contextmanager
+    def stopped_gcs(self) -> Iterator[int]:
+        """SIGSTOP the head's GCS process for the block (its port still accepts connections: the
+        kernel does that), SIGCONT it on the way out; yields its PID."""
+        [gcs] = [p for p in self._node_processes(self._head).values() if _name(p) == "gcs_server"]
+        gcs.send_signal(signal.SIGSTOP)
+        try:
+            yield gcs.pid
+        finally:
+            with contextlib.suppress(psutil.Error):
+                gcs.send_signal(signal.SIGCONT)
 
     def _kill(self, node: _Node) -> dict[int, str]:
         # Stop the tree first, so that no process forks a new one between listing and killing; only

@@ -7,6 +7,7 @@ The clusters are real Ray nodes started with the `ray` CLI on 127.0.0.1 (tests/r
 with no CPU and two worker nodes of one CPU); the driver is `ylink` in a subprocess."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -149,16 +150,32 @@ def test_no_worker_left_waits_then_stops_and_the_rerun_resumes(cluster, tmp_path
     _same_output(local, output)
 
 
-def test_a_lost_head_node_is_one_line_with_the_resume_hint(cluster, tmp_path):
+@pytest.mark.parametrize("how", ["killed", "stopped"])
+def test_a_lost_head_node_is_one_line_with_the_resume_hint(cluster, tmp_path, how):
+    """A head that is gone (killed) or hung (its GCS SIGSTOPped: the kernel still accepts connections
+    to its port, so only a request shows it does not answer) ends the run with the same one line."""
     output = tmp_path / "cluster"
     pipeline = _pipeline(tmp_path, output, address=cluster.address)
     # Ray gives a lost GCS this long before it ends the driver; ylink speaks 5 s earlier (3 s here).
     env = {**cluster.env, "RAY_gcs_rpc_server_reconnect_timeout_s": "8"}
     proc = subprocess.Popen([sys.executable, "-m", "ylink_data.cli", "run", str(pipeline), "--no-progress"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    _wait_for_markers(output / "_work" / "phase0" / "done", 2, proc)
-    assert cluster.kill_head(), "the head node was not running"
-    _, stderr = proc.communicate(timeout=120)
+    try:
+        _wait_for_markers(output / "_work" / "phase0" / "done", 2, proc)
+        with contextlib.ExitStack() as lost:
+            if how == "killed":
+                assert cluster.kill_head(), "the head node was not running"
+            else:
+                lost.enter_context(cluster.stopped_gcs())
+            _, stderr = proc.communicate(timeout=120)
+            if how == "stopped":  # joining a hung head is one line too, not a wait for ever
+                joined = _ylink("validate", str(pipeline), env=cluster.env, timeout=120)
+                assert joined.returncode == 2, joined.stderr
+                [line] = joined.stderr.strip().splitlines()
+                assert f"no Ray cluster (GCS) answers at {cluster.address}" in line and "hung or stopped" in line, line
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 75, stderr
     [error] = _errors(stderr)
     assert f"lost the Ray cluster: its head node at {cluster.address} has not answered for 3 s" in error

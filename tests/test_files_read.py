@@ -82,11 +82,14 @@ def test_validate_of_a_flow_names_a_missing_model_that_no_step_writes(tmp_path):
     """pipelines/quality-distill.yaml: its last step reads the model its second step writes (fine
     before it exists); pointed at a model that nothing writes, validate names the step's key."""
     flow = str(REPO / "pipelines" / "quality-distill.yaml")
-    ok = subprocess.run([sys.executable, "-m", "ylink_data.cli", "validate", flow],
+    # Its input is the quickstart's output: a corpus of ours stands for it (flow_check wants it there).
+    corpus = str(TEST_DATA / "cc_en_head-0174.jsonl.gz")
+    inputs = ["--set", f"steps.0.run.input.paths=[{corpus}]", "--set", f"steps.2.run.input.paths=[{corpus}]"]
+    ok = subprocess.run([sys.executable, "-m", "ylink_data.cli", "validate", flow, *inputs],
                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     gone = str(tmp_path / "gone.bin")
-    bad = subprocess.run([sys.executable, "-m", "ylink_data.cli", "validate", flow,
+    bad = subprocess.run([sys.executable, "-m", "ylink_data.cli", "validate", flow, *inputs,
                           "--set", f"steps.2.run.stages.0.quality_classifier.model={gone}"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2

@@ -164,8 +164,11 @@ def test_quality_train_from_a_run_on_the_command_line(corpus, tmp_path):
     r = subprocess.run(ylink + ["validate", str(FLOW), "--set", "steps.1.quality_train.treshold=3"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "steps[1].quality_train.treshold" in r.stderr
-    r = subprocess.run(ylink + ["validate", str(FLOW)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and "a flow of 3 steps" in r.stdout
+    r = subprocess.run(ylink + ["validate", str(FLOW)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and "steps[0].run.input.paths[0]: 'out/quickstart' does not exist" in r.stderr
+    sets = [f"--set={kv}" for kv in _flow_overrides(corpus, tmp_path)]
+    r = subprocess.run(ylink + ["validate", str(FLOW), *sets], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "a flow of 3 steps" in r.stdout, r.stderr
     from ylink_data.errors import ConfigError
 
     with pytest.raises(ConfigError, match="this is a flow"):  # the one-pipeline API says what to use

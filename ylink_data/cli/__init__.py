@@ -115,6 +115,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from ..config import load_config
+    from ..errors import ConfigError
+    from ..io.writable import check_writable
+    from ..pipeline.field_check import field_problems
     from ..pipeline.flow import load_flow, path_is_flow
     from ..pipeline.runner import Runner
 
@@ -128,6 +131,10 @@ def _validate(args: argparse.Namespace) -> int:
     with cfg.redacting_errors():
         cluster = _check_cluster(cfg) if cfg.ray.address else ""
         plan = Runner(cfg).plan()
+        problems = field_problems(cfg, [split for task in plan.tasks for split in task])
+        if problems:
+            raise ConfigError(problems, args.pipeline)
+        check_writable(cfg.output.path, cfg.storage_options(cfg.output.path))  # as the run's first write would
     ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
     print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "
           f"{len(plan.phases)} phase(s): {ops} → {cfg.redact(cfg.output.path)}{cluster}")

@@ -75,16 +75,19 @@ def run_summary(run: Any) -> Group:
     if tiers:
         head.append("\ntiers: " + ", ".join(f"{k} {v.get('rows', 0):,}" for k, v in tiers.items()))
     stages = Table(title=None, box=None, pad_edge=False, header_style="bold")
-    for name, justify in (("stage", "left"), ("in", "right"), ("out", "right"), ("dropped", "right"),
-                          ("main reasons", "left")):
-        stages.add_column(name, justify=justify, no_wrap=name != "main reasons")
+    # One column per term of a stage's books (in + created == out + dropped + quarantined): a
+    # quarantined record is not a drop, and `created` only shows where a fan-out op made rows.
+    created = any(s.get("created") for s in stats["stages"])
+    columns = ["stage", "in", "out", "dropped", "quarantined", *(["created"] if created else []), "main reasons"]
+    for name in columns:
+        stages.add_column(name, justify="left" if name in ("stage", "main reasons") else "right",
+                          no_wrap=name != "main reasons")
     for s in stats["stages"]:
-        n = sum(s["dropped"].values()) + s.get("quarantined", 0)
+        dropped = sum(s["dropped"].values())
         top = sorted(s["dropped"].items(), key=lambda kv: -kv[1])[:3]
         reasons = ", ".join(f"{r.split(':', 1)[-1] if ':' in r else r} {c:,}" for r, c in top)
-        if s.get("quarantined"):
-            reasons = ", ".join(filter(None, [reasons, f"quarantined {s['quarantined']:,}"]))
-        stages.add_row(s["name"], f"{s['in']:,}", f"{s['out']:,}", f"{n:,}" if n else "", reasons)
+        counts = [dropped, s.get("quarantined", 0), *([s.get("created", 0)] if created else [])]
+        stages.add_row(s["name"], f"{s['in']:,}", f"{s['out']:,}", *(f"{n:,}" for n in counts), reasons)
     parts: list[Any] = [head, Text(""), stages]
     top_reasons = sorted(((r, c) for s in stats["stages"] for r, c in s["dropped"].items()), key=lambda kv: -kv[1])
     if top_reasons:

@@ -13,13 +13,14 @@ is complete, so a flow stopped at any step and run again redoes nothing that is 
 `quality_train` step is `ylink quality train --from RUN` with the same keys (`from`, `label_column`,
 `threshold`, `output`, `autotune_seconds`, `seed`, `lang`, `test_fraction`); it trains again on every
 run of the flow (seconds on a few thousand annotations, and the same seed gives the same bytes).
-Steps see what earlier steps wrote: every step is validated before the first one runs, except for
-inputs that an earlier step makes (their files are checked when the step starts).
+Steps see what earlier steps wrote: every step is validated before the first one runs, and what the
+steps read and write is checked against each other and against what is there (flow_check.py): an
+input that no earlier step writes must exist, no step reads a later step's output or its own, and
+no two steps write one place.
 """
 from __future__ import annotations
 
 import copy
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import PipelineConfig, _apply_includes, _parse_overrides, _read_yaml, _set_dotted, validate_config
 from ..errors import ConfigError
+from .flow_check import flow_problems
 
 
 class QualityTrainStep(BaseModel):
@@ -97,37 +99,11 @@ def load_flow(path: str, overrides: list[str] | None = None) -> Flow:
             steps.append(_step(kinds[0], item, where, base_dir, source))
         except ConfigError as exc:
             problems += [f"{where}.{p}" if not p.startswith(where) else p for p in exc.problems]
-    problems += _missing_files(steps)
+    if not problems:  # the steps' reads and writes against each other and what is there (flow_check)
+        problems = flow_problems(steps)
     if problems:
         raise ConfigError(problems, source)
     return Flow(str(raw.get("name") or Path(path).stem), steps, source)
-
-
-def _missing_files(steps: list[Step]) -> list[str]:
-    """One line per file an op of a run step reads that does not exist and that no earlier step
-    writes (a quality_train step's model, a file in an earlier run's folder): the key and the path."""
-    from ..io.fs import filesystem
-    from .files_read import op_files
-
-    def spelled(url: str) -> str:
-        return url if "://" in url else os.path.abspath(url)
-
-    made: list[str] = []
-    problems = []
-    for step in steps:
-        if step.train is not None:
-            made.append(spelled(step.train.output))
-            continue
-        cfg = step.pipeline
-        for key, url in op_files(cfg):
-            if any(spelled(url) == m or spelled(url).startswith(m.rstrip("/") + "/") for m in made):
-                continue
-            fs, path = filesystem(url, cfg.storage_options(url))
-            if not fs.exists(path):
-                problems.append(f"{step.where}.run.{key}: {cfg.redact(url)} does not exist and no earlier step "
-                                "writes it; give the path or URL of an existing file")
-        made.append(spelled(cfg.output.path))
-    return problems
 
 
 def _step(kind: str, item: dict, where: str, base_dir: Path, source: str | None) -> Step:

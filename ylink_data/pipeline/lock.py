@@ -34,9 +34,10 @@ import time
 import uuid
 from typing import Callable, Iterator
 
-from ..errors import RunStateError
+from ..errors import RunStateError, YlinkError
 from ..io.fs import is_local, writing_into
 from ..io.locks import flock, unlock
+from ..io.writable import unwritable
 from .layout import RunLayout
 
 LEASE_TTL_S = 60.0  # a dead holder's lease on an object store blocks other hosts this long
@@ -126,7 +127,12 @@ def _busy(layout: RunLayout, holder: Holder | None) -> RunStateError:
 def hold_run_folder(layout: RunLayout, note: Callable[[str], None]) -> Iterator["FolderLock"]:
     """Hold `layout`'s folder for the block; raise RunStateError at once if another run holds it."""
     lock: FolderLock = LocalLock(layout) if is_local(layout.fs) else Lease(layout)
-    lock.acquire(note)
+    try:
+        lock.acquire(note)
+    except YlinkError:
+        raise
+    except Exception as exc:  # the run's first write: no credentials, no endpoint, no bucket (io/writable.py)
+        raise unwritable(exc, layout.url) from None
     try:
         yield lock
     finally:
@@ -232,16 +238,16 @@ class Lease(FolderLock):
     # ------------------------------------------------------------------ the lease
 
     def acquire(self, note: Callable[[str], None]) -> None:
-        with writing_into(self.layout.url):
-            for _ in range(5):  # each round loses only to a run that took the lease meanwhile
-                holder, etag, present = self._read()
-                live = holder is not None and holder.expires > time.time() and not holder.is_dead_here()
-                if live:
-                    raise _busy(self.layout, holder)
-                if self._write(create=not present, etag=etag):
-                    break
-            else:
-                raise _busy(self.layout, self._read()[0])
+        # A store that refuses (credentials, endpoint, bucket) fails here: hold_run_folder says it in one line.
+        for _ in range(5):  # each round loses only to a run that took the lease meanwhile
+            holder, etag, present = self._read()
+            live = holder is not None and holder.expires > time.time() and not holder.is_dead_here()
+            if live:
+                raise _busy(self.layout, holder)
+            if self._write(create=not present, etag=etag):
+                break
+        else:
+            raise _busy(self.layout, self._read()[0])
         self._held = True
         if present:
             why = "its process is gone" if holder and holder.is_dead_here() else "its lease expired"

@@ -23,8 +23,8 @@ def local_paths(cfg: PipelineConfig) -> list[tuple[str, str]]:
     if _local(cfg.output.path):
         found.append(("output.path", cfg.output.path))
     output = cfg.output.model_dump(exclude={"path"})
-    for key, value in [*_strings(output, "output"),
-                       *(kv for i, (name, params) in enumerate(cfg.ops) for kv in _strings(params, f"stages[{i}].{name}"))]:
+    for key, value in [*strings_in(output, "output"),
+                       *(kv for i, (name, params) in enumerate(cfg.ops) for kv in strings_in(params, f"stages[{i}].{name}"))]:
         if _local(value) and os.path.exists(_os_path(value)) and not _ships_with_environment(value):
             found.append((key, value))
     return found
@@ -59,12 +59,13 @@ def _ships_with_environment(path: str) -> bool:
     return any(resolved.is_relative_to(root) for root in _SAME_ON_EVERY_NODE)
 
 
-def _strings(value: Any, key: str) -> Iterator[tuple[str, str]]:
+def strings_in(value: Any, key: str) -> Iterator[tuple[str, str]]:
+    """(key path, string) for every string inside `value` (mappings and lists walked), keys as errors name them."""
     if isinstance(value, str):
         yield key, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _strings(v, f"{key}.{k}")
+            yield from strings_in(v, f"{key}.{k}")
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            yield from _strings(v, f"{key}[{i}]")
+            yield from strings_in(v, f"{key}[{i}]")

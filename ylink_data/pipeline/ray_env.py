@@ -96,7 +96,7 @@ def reachable(address: str) -> Target:
     except socket.gaierror:
         raise ClusterError(f"ray.address {shown}: no such host {host!r}; correct the host name in ray.address") from None
     except OSError as exc:
-        why = "refused" if isinstance(exc, ConnectionRefusedError) else (
+        why = "refused" if isinstance(exc, ConnectionRefusedError) else str(exc) if isinstance(exc, HungServer) else (
             f"no answer in {CONNECT_TIMEOUT_S:.0f} s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc))
         what = "Ray Client server (`ray start --head` listens on 10001)" if client else "Ray cluster (GCS)"
         raise ClusterError(f"ray.address {shown}: no {what} answers at {hostport} ({why}); {START_HINT}") from None
@@ -104,9 +104,29 @@ def reachable(address: str) -> Target:
 
 
 def probe(hostport: str, timeout: float) -> None:
-    """Open a TCP connection to HOST:PORT and close it; OSError when nothing answers."""
+    """Open a TCP connection to HOST:PORT and say hello as an HTTP/2 client (what a gRPC server, a
+    GCS or a Ray Client server, speaks first); OSError unless the server answers within `timeout`
+    each. The connection alone proves nothing: the kernel accepts it for a process that is stopped
+    (SIGSTOP) or hung. No RPC is made: a Ray Client server starts a session for each call."""
     host, _, port = hostport.rpartition(":")
-    socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
+        conn.sendall(HTTP2_HELLO)
+        try:
+            conn.recv(1)  # its SETTINGS frame, or a TLS server's alert, or its close: any answer will do
+        except ConnectionResetError:
+            return  # an answer too: only a running process resets a connection
+        except TimeoutError:
+            raise HungServer(f"it accepts connections but answers nothing in {timeout:g} s: "
+                             "its process is hung or stopped") from None
+
+
+# The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5): a server
+# answers with a SETTINGS frame of its own.
+HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+class HungServer(TimeoutError):
+    """A server that accepts connections (the kernel does that) but answers nothing."""
 
 
 def alive_nodes(with_cpus: bool = False) -> list[dict]:

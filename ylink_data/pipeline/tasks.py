@@ -200,9 +200,11 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
         # the input list holds once (expand_paths), so ids stay unique.
         source = redact_url(split.url)
         for item in _split_items(spec, split):
+            # every item is one record in, kept, dropped or quarantined: the read stage's books
+            # balance as every other stage's (an unreadable record is counted in, then quarantined)
             stats.input_records += 1
+            read.docs_in += 1
             if isinstance(item, Record):
-                read.docs_in += 1
                 doc_id = document_id(source, item.offset)
                 if cut is not None and (sample_priority(seed, doc_id), doc_id) > cut:
                     read.dropped[NOT_SAMPLED] += 1  # counted, never written to rejected/
@@ -227,7 +229,6 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                     cols = {name: [] for name in DOCUMENT_SCHEMA.names}
                     text_bytes = 0
             elif isinstance(item, Skip):
-                read.docs_in += 1
                 read.dropped[item.reason] += 1
             elif isinstance(item, Bad):
                 read.quarantined += 1

@@ -33,6 +33,7 @@ until `bucket * dim * 4` bytes reach `MIN_MATRIX_BYTES`. Quantization keeps the 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 import time
@@ -297,9 +298,11 @@ def train_from_run(run: str, output: str, *, label_column: str = "judge_score", 
     _check(wordNgrams, test_fraction)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
-    examples, missing = read_annotations(run, label_column, storage_options)
+    examples, missing, not_finite = read_annotations(run, label_column, storage_options)
     if missing:
         say(f"{missing:,} documents of {public_url(run)} have no {label_column} (left out)")
+    if not_finite:
+        say(f"{not_finite:,} documents of {public_url(run)} have an infinite {label_column} (left out)")
     if threshold is None:
         by_label: dict[str, list[Example]] = {}
         for e in examples:
@@ -327,12 +330,16 @@ def train_from_run(run: str, output: str, *, label_column: str = "judge_score", 
                          "cutoff": cutoff, "dsub": dsub},
                   record={"test_fraction": test_fraction, "label_column": label_column, "threshold": threshold},
                   inputs={"run": public_url(run)}, counts={"annotated_documents": len(examples),
-                                                            "without_annotation": missing},
+                                                            "without_annotation": missing,
+                                                            "infinite_annotation": not_finite},
                   started=started, storage_options=storage_options, say=say)
 
 
-def read_annotations(run: str, column: str, storage_options: dict[str, Any] | None) -> tuple[list[Example], int]:
-    """(documents of the run's shards with a numeric `column`, how many had none)."""
+def read_annotations(run: str, column: str,
+                     storage_options: dict[str, Any] | None) -> tuple[list[Example], int, int]:
+    """(documents of the run's shards with a finite numeric `column`, how many had none (null, NaN),
+    how many had ±inf). Every label is checked here, where it enters: ±inf has no class (round() and
+    the threshold's comparison would fail or put it at one end) and no place in the metrics."""
     import pyarrow.parquet as pq
     import pyarrow.types as pt
 
@@ -340,7 +347,7 @@ def read_annotations(run: str, column: str, storage_options: dict[str, Any] | No
 
     opened = open_run(run, storage_options)
     examples: list[Example] = []
-    missing = 0
+    missing = not_finite = 0
     for shard in opened.shard_paths:
         with opened.fs.open(shard, "rb") as f:
             pf = pq.ParquetFile(f)
@@ -358,11 +365,14 @@ def read_annotations(run: str, column: str, storage_options: dict[str, Any] | No
         for doc_id, text, value in zip(ids, texts, values):
             if value is None or text is None or value != value:  # None, or NaN
                 missing += 1
+            elif not math.isfinite(value):
+                not_finite += 1
             else:
                 examples.append(Example(text, doc_id, float(value)))
     if not examples:
-        raise InputError(f"{public_url(run)}: no document has a {column!r} value")
-    return examples, missing
+        raise InputError(f"{public_url(run)}: no document has a finite {column!r} value"
+                         + (f" ({not_finite} are infinite)" if not_finite else ""))
+    return examples, missing, not_finite
 
 
 def _check(wordNgrams: int, test_fraction: float) -> None:
