@@ -169,7 +169,9 @@ def test_load_copies_remote_model_to_cache(tmp_path, monkeypatch):
     fs = fsspec.filesystem("memory")
     fs.pipe("/models/q.bin", (REPO / "ylink_data/assets/models/quality-en.bin").read_bytes())
     model = QualityModel.load("memory://models/q.bin")
-    cached = list((tmp_path / "cache").iterdir())
-    assert len(cached) == 1 and cached[0].read_bytes() == (REPO / "ylink_data/assets/models/quality-en.bin").read_bytes()
+    cached = sorted((tmp_path / "cache").iterdir())
+    # The copy, and beside it the checksum it is checked against before each later use (io.digest).
+    assert [p.suffix for p in cached] == [".bin", ".checksum"]
+    assert cached[0].read_bytes() == (REPO / "ylink_data/assets/models/quality-en.bin").read_bytes()
     local = QualityModel.load(str(REPO / "ylink_data/assets/models/quality-en.bin"))
     assert np.array_equal(model.scores(["plain words here"]), local.scores(["plain words here"]))
