@@ -36,6 +36,7 @@ from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
 from .node_paths import node_local_warning
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
+from .stage_warnings import stage_warnings
 from .publish import pack_shards, publish_shard
 from .sft import jsonl_formats, sft_section
 from .stats import TaskStats, check_invariant, run_stats, token_stats
@@ -88,6 +89,8 @@ class Runner:
         with self.scheduler:
             self.scheduler.warm_up()
             plan = self.plan()
+            for warning in stage_warnings(self.cfg, plan.files):
+                self.progress.note(warning)
             with hold_run_folder(self.layout, self.progress.note) as lock:
                 return self._run_holding(plan, lock)
 
