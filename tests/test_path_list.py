@@ -78,7 +78,6 @@ def test_a_list_over_http(served, tmp_path, list_name):
 def test_a_list_on_s3(served, tmp_path, list_name):
     with s3_server(tmp_path / "s3") as server:
         server.upload_folder(served, "crawl")
-        fs = server.filesystem()
         listed = _write_list(tmp_path / list_name, _lines(WET, f"s3://crawl/other/{WARC}"))
         server.filesystem().put_file(str(listed), f"crawl/{list_name}")
         plan = _plan(tmp_path, paths_from=f"s3://crawl/{list_name}", paths_base="s3://crawl/base",
