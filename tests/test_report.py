@@ -275,6 +275,24 @@ def test_preview_of_a_stricter_threshold_drops_more(run_dir: Path):
     assert same.summary()["newly_dropped"] == 0 and same.sampled == kept.num_rows
 
 
+def test_preview_by_default_shows_what_a_looser_threshold_brings_back(run_dir: Path, tmp_path: Path):
+    """The default source reads rejected/ when the run kept it: documents gopher dropped for too few
+    words that a lower bar keeps are `newly_kept`; source="all" is the same sample."""
+    looser = preview_op(str(run_dir), "gopher_quality", {"min_doc_words": 10}, n=10_000)
+    back = looser.newly_kept
+    assert back.num_rows >= 1 and looser.note is None
+    assert set(back.column("run_reason").to_pylist()) == {"gopher_quality:word_count"}
+    assert f"{back.num_rows} newly kept" in repr(looser)
+    assert preview_op(str(run_dir), "gopher_quality", {"min_doc_words": 10}, n=10_000, source="all").table.equals(looser.table)
+    # a run without rejected/ previews its kept documents and says what it cannot show
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("rejected", "report.html"))
+    kept_only = preview_op(str(copy), "gopher_quality", {"min_doc_words": 10}, n=10_000)
+    assert kept_only.newly_kept.num_rows == 0 and "keep_rejected: true" in repr(kept_only)
+    with pytest.raises(ValueError, match="'auto', 'kept', 'rejected', 'both', 'all'"):
+        preview_op(str(run_dir), "gopher_quality", source="every")
+
+
 def test_preview_refuses_global_ops_and_bad_parameters(run_dir: Path):
     with pytest.raises(YlinkError, match="whole corpus"):
         preview_op(str(run_dir), "minhash_dedup")
@@ -283,7 +301,7 @@ def test_preview_refuses_global_ops_and_bad_parameters(run_dir: Path):
 
 
 def test_preview_of_a_classifier_threshold(run_dir: Path):
-    preview = preview_op(str(run_dir), "quality_classifier", {"min_score": 0.5}, n=10_000)
+    preview = preview_op(str(run_dir), "quality_classifier", {"min_score": 0.5}, n=10_000, source="kept")
     scores = preview.table.column("quality_score")
     low = pc.sum(pc.less(scores, 0.5)).as_py()
     assert preview.newly_dropped.num_rows == low >= 1  # the run kept every scored document

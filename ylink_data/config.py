@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, YlinkError
@@ -53,7 +53,18 @@ class InputConfig(_Strict):
     # and metadata as the run wrote them, its other one-value columns (the run's id and source, ops'
     # scores) added to the metadata (io/readers/parquet.py, run_record). A folder of an unfinished
     # run (run.json without manifest.json) is refused.
-    paths: list[Annotated[str, _not_blank("a file, folder, glob or URL")]] = Field(min_length=1)
+    paths: list[Annotated[str, _not_blank("a file, folder, glob or URL")]] | None = Field(None, min_length=1)
+    # Instead of `paths`: a path list, one path a line, plain or gzip (a name ending in .gz), local or
+    # a URL, the way Common Crawl publishes each dump's `warc.paths.gz` / `wet.paths.gz`. Blank lines
+    # and `#` comments are skipped. A local line is read like an entry of `paths` (a folder, a run);
+    # a URL line (http, s3...) names one file, taken as listed without a request per line at planning
+    # (a dump lists ~90k files): a missing one fails when its task reads it. The list is read as a
+    # stream (io/path_list.py); its lines are the run's input files, so a changed list is another run.
+    paths_from: Annotated[str, _not_blank("a path list file or URL")] | None = None
+    # Joined to the list's relative lines (not starting with / nor a scheme): a URL prefix such as
+    # https://data.commoncrawl.org/ or s3://commoncrawl/, or a local folder. null: relative lines are
+    # relative to the working directory, as entries of `paths` are.
+    paths_base: Annotated[str, _not_blank("a URL or folder")] | None = None
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html", "pdf", "docx", "pptx",
                     "markdown"] = "auto"
     # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
@@ -104,6 +115,17 @@ class InputConfig(_Strict):
     @classmethod
     def _one_path_is_a_list(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _paths_or_a_list(self) -> "InputConfig":
+        if (self.paths is None) == (self.paths_from is None):
+            raise PydanticCustomError(
+                "paths_or_list", "set exactly one of input.paths (files, folders, globs or URLs) and "
+                "input.paths_from (a file listing one path a line)")
+        if self.paths_base is not None and self.paths_from is None:
+            raise PydanticCustomError("base_without_list", "input.paths_base prefixes the lines of "
+                                      "input.paths_from: set input.paths_from, or remove input.paths_base")
+        return self
 
 
 class MegatronOutputConfig(_Strict):

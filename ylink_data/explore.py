@@ -27,7 +27,13 @@ from .report.sampling import iter_batches, reason_mask, rejected_files, sample_t
 from .runs import Run, open_run
 from .schema import DOCUMENT_SCHEMA
 
-Source = Literal["kept", "rejected", "both"]
+# "auto" (preview_op's default): kept and rejected documents when the run kept its rejected/ (what a
+# loosened threshold brings back is there), kept ones only otherwise, said in the result. "all" is
+# "both" by the name people try first.
+Source = Literal["auto", "kept", "rejected", "both", "all"]
+SOURCES = ("auto", "kept", "rejected", "both", "all")
+NO_REJECTED = ("the run kept no rejected/ documents, so what a looser setting brings back cannot be shown: "
+               "rerun it with output.keep_rejected: true")
 _STAGE = "__stage"
 _REASON = "reason"
 
@@ -43,10 +49,10 @@ def sample_rejected(run: Run | str, reason: str | None = None, n: int = 10, seed
 
 
 def sample_documents(run: Run | str, n: int = 1000, seed: int = 0, source: Source = "kept") -> pa.Table:
-    """`n` documents of the run: kept ones, dropped ones (`reason` set), or both."""
+    """`n` documents of the run: kept ones, dropped ones (`reason` set), or both (`all`, or `auto`
+    when the run has rejected/ documents)."""
     run = _open(run)
-    if source not in ("kept", "rejected", "both"):
-        raise ValueError(f"source must be 'kept', 'rejected' or 'both', not {source!r}")
+    source = _resolve_source(run, source)
     batches: list[Iterator[pa.Table]] = []
     if source in ("kept", "both"):
         batches.append(_kept_batches(run))
@@ -69,6 +75,7 @@ class PreviewResult:
     table: pa.Table
     errors: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    note: str | None = None  # what the preview could not look at (no rejected/ in the run)
 
     @property
     def sampled(self) -> int:
@@ -123,6 +130,8 @@ class PreviewResult:
                  f"  the run dropped {s['run_dropped']:,}, the preview drops {s['preview_dropped']:,}: "
                  f"{s['newly_dropped']:,} newly dropped, {s['newly_kept']:,} newly kept"
                  + (f", {s['errors']:,} errors" if s["errors"] else "")]
+        if self.note:
+            lines.append(f"  note: {self.note}")
         for title, counter in (("run", self.run_reasons), ("preview", self.preview_reasons)):
             if counter:
                 lines.append(f"  {title} reasons: " + ", ".join(f"{r} {n}" for r, n in counter.most_common()))
@@ -138,10 +147,13 @@ class PreviewResult:
 
 
 def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[str, Any] | None = None,
-               n: int = 1000, seed: int = 0, source: Source = "kept") -> PreviewResult:
+               n: int = 1000, seed: int = 0, source: Source = "auto") -> PreviewResult:
     """Rerun `op_name` on a sample of `n` documents with `params` changed (over the run's own
     parameters for that op, or the op's defaults if the run has none) and compare with the run.
-    `run_or_table` may also be a table of documents (a `reason` column marks dropped ones)."""
+    `run_or_table` may also be a table of documents (a `reason` column marks dropped ones).
+    `source="auto"` samples kept and rejected documents when the run has rejected/ (run with
+    `output.keep_rejected: true`), so a loosened threshold shows what it brings back (`newly_kept`);
+    without rejected/ it samples kept documents and says so in `note`."""
     from .stages import build_op, op_class, validate_stages
 
     run = None if isinstance(run_or_table, pa.Table) else _open(run_or_table)
@@ -156,6 +168,7 @@ def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[st
         sample = sample_tables([run_or_table], n, seed) if run_or_table.num_rows else run_or_table
         op_stage = None
     else:
+        source = _resolve_source(run, source)
         sample = sample_documents(run, n, seed, source)
         op_stage = _op_stage(run, op_name)
     if sample is None or sample.num_rows == 0:
@@ -182,7 +195,8 @@ def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[st
         **{c: result.table.column(c) for c in added}})
     counts = Counter(verdicts)
     return PreviewResult(op_name, full, changed, out, errors=sum(e is not None for e in errors),
-                         counts={k: counts.get(k, 0) for k in ("passed", "dropped", "not reached")})
+                         counts={k: counts.get(k, 0) for k in ("passed", "dropped", "not reached")},
+                         note=NO_REJECTED if run is not None and source == "kept" and not rejected_files(run) else None)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -190,6 +204,15 @@ def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[st
 
 def _open(run: Run | str) -> Run:
     return run if isinstance(run, Run) else open_run(str(run))
+
+
+def _resolve_source(run: Run, source: str) -> str:
+    """kept, rejected or both, from what the caller asked and what the run holds."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(map(repr, SOURCES))}, not {source!r}")
+    if source == "auto":
+        return "both" if rejected_files(run) else "kept"
+    return "both" if source == "all" else source
 
 
 def _kept_batches(run: Run) -> Iterator[pa.Table]:

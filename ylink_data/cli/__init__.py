@@ -120,6 +120,7 @@ def _validate(args: argparse.Namespace) -> int:
     from ..pipeline.field_check import field_problems
     from ..pipeline.flow import load_flow, path_is_flow
     from ..pipeline.runner import Runner
+    from ..pipeline.stage_warnings import stage_warnings
 
     if path_is_flow(args.pipeline):
         flow = load_flow(args.pipeline, args.overrides)
@@ -135,6 +136,8 @@ def _validate(args: argparse.Namespace) -> int:
         if problems:
             raise ConfigError(problems, args.pipeline)
         check_writable(cfg.output.path, cfg.storage_options(cfg.output.path))  # as the run's first write would
+        for warning in stage_warnings(cfg, plan.files):
+            print(f"ylink: {redact_text(warning)}", file=sys.stderr)
     ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
     print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "
           f"{len(plan.phases)} phase(s): {ops} → {cfg.redact(cfg.output.path)}{cluster}")

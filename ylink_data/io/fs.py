@@ -64,13 +64,45 @@ def expand_paths(patterns: list[str], storage_options_for, exclude: str | None =
     run's own output). A finished ylink run (manifest.json), whether named, matched by a wildcard or
     inside a named folder, expands into the shards its manifest lists, and nothing else of it
     (`_expand`); each shard is checked against its sha256 when it is read (`readers.open_split`)."""
+    return _expand_entries(((f"input.paths[{i}]", p) for i, p in enumerate(patterns)), storage_options_for, exclude)
+
+
+def input_files(inp, storage_options_for, exclude: str | None = None) -> list[InputFile]:
+    """The files of `input.paths`, or of the lines of `input.paths_from` (io/path_list.py): a local
+    line is expanded like an entry of input.paths, a URL line is one file taken as listed, without a
+    request per line (a Common Crawl dump lists ~90k files; their sizes are found when read). A line
+    that fails is named by the list and its line number."""
+    if inp.paths_from is None:
+        return expand_paths(inp.paths, storage_options_for, exclude)
+    from .path_list import listed_paths
+
+    shown_list = redact_url(inp.paths_from)
+    lines = listed_paths(inp.paths_from, inp.paths_base, storage_options_for)
+    try:
+        return _expand_entries(((f"input.paths_from {shown_list} line {n}", p) for n, p in lines),
+                               storage_options_for, exclude, probe_urls=False)
+    except InputError:
+        raise
+    except FileNotFoundError:
+        raise InputError(f"input.paths_from: {shown_list!r} does not exist (check the path or URL)") from None
+    except Exception as exc:  # the list itself unreadable: fsspec's own types, gzip, UTF-8
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InputError(f"input.paths_from: cannot read the path list {shown_list!r}: {type(exc).__name__}: "
+                         f"{first}") from None
+
+
+def _expand_entries(entries, storage_options_for, exclude: str | None, probe_urls: bool = True) -> list[InputFile]:
+    """Every file the (where, pattern) entries name; `probe_urls` False takes a URL entry as one file
+    without asking its server (a path list's lines)."""
     excluded = _Excluded(exclude, storage_options_for(exclude)) if exclude else None
     found: dict[str, InputFile] = {}
-    for i, pattern in enumerate(patterns):
-        where = f"input.paths[{i}]"
+    for where, pattern in entries:
         try:
             fs, path = filesystem(pattern, storage_options_for(pattern))
-            listed = _expand(fs, path, pattern, storage_options_for(pattern), excluded)
+            if probe_urls or is_local(fs):
+                listed = _expand(fs, path, pattern, storage_options_for(pattern), excluded)
+            else:
+                listed = [(path, None, None)]
             if excluded and any(excluded.is_root(fs, p) for p, _, _ in listed):
                 raise InputError(f"{pattern!r} is also output.path, where the run writes its folder; choose "
                                  f"another output.path")

@@ -94,7 +94,7 @@ def _reads(i: int, step: "Step") -> list[tuple[Place, bool]]:
         return [(Place(i, f"steps[{i}].quality_train.from", step.train.run, _comparable(step.train.run)), True)]
     cfg = step.pipeline
     reads = [(Place(i, f"steps[{i}].run.input.paths[{k}]", p, _comparable(p)), True)
-             for k, p in enumerate(cfg.input.paths)]
+             for k, p in enumerate(cfg.input.paths or [])]
     files = op_files(cfg)
     reads += [(Place(i, f"steps[{i}].run.{key}", url, _comparable(url), op_file=True), True) for key, url in files]
     named = {key for key, _ in files}

@@ -19,7 +19,9 @@ def local_paths(cfg: PipelineConfig) -> list[tuple[str, str]]:
     """(key, path) for input.paths and output.path when local, and for every other string of the
     config that names an existing local file or folder, but for ylink's own files and those of its
     Python environment, which every node has as the same environment."""
-    found = [(f"input.paths[{i}]", p) for i, p in enumerate(cfg.input.paths) if _local(p)]
+    found = [(f"input.paths[{i}]", p) for i, p in enumerate(cfg.input.paths or []) if _local(p)]
+    found += [(key, p) for key, p in (("input.paths_from", cfg.input.paths_from), ("input.paths_base", cfg.input.paths_base))
+              if p and _local(p)]
     if _local(cfg.output.path):
         found.append(("output.path", cfg.output.path))
     output = cfg.output.model_dump(exclude={"path"})

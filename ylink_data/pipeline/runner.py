@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from .. import __version__
 from ..config import PipelineConfig, load_config
 from ..errors import RunStateError
-from ..io.fs import InputFile, expand_paths, read_json, write_json, writing_into
+from ..io.fs import InputFile, input_files, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
@@ -36,6 +36,7 @@ from .megatron import MegatronPlan, plan_megatron, sections, write_data_paths
 from .node_paths import node_local_warning
 from .plan import Phase, plan_phases, stage_names
 from .progress import RunProgress
+from .stage_warnings import stage_warnings
 from .publish import pack_shards, publish_shard
 from .sft import jsonl_formats, sft_section
 from .stats import TaskStats, check_invariant, run_stats, token_stats
@@ -88,6 +89,8 @@ class Runner:
         with self.scheduler:
             self.scheduler.warm_up()
             plan = self.plan()
+            for warning in stage_warnings(self.cfg, plan.files):
+                self.progress.note(warning)
             with hold_run_folder(self.layout, self.progress.note) as lock:
                 return self._run_holding(plan, lock)
 
@@ -163,7 +166,7 @@ class Runner:
 
     def plan(self) -> _Plan:
         # The output folder is never an input, also when it lies inside an input folder.
-        files = expand_paths(self.cfg.input.paths, self.cfg.storage_options, exclude=self.layout.url)
+        files = input_files(self.cfg.input, self.cfg.storage_options, exclude=self.layout.url)
         splits = plan_splits(files, self.cfg.input, self.cfg.storage_options)
         tasks = group_splits(splits, self.cfg.input.split_bytes)
         # URLs without their credentials: run.json shows this, and rotating a password is no new run.
@@ -171,11 +174,16 @@ class Runner:
         # nothing): runs from before they existed keep their fingerprint. With a sample both count,
         # so that another sample never resumes, or passes for, a run of this one. A previous run's
         # shard counts with its sha256 too: that run rerun differently is other input.
-        unsampled = {"sample", "sample_seed"} if self.cfg.input.sample is None else set()
+        # A path list counts by its lines (the input files below), its name and base without credentials;
+        # unset paths_from/paths_base are left out, so that runs from before they existed keep theirs.
+        inp = self.cfg.input
+        unsampled = {"sample", "sample_seed"} if inp.sample is None else set()
+        listed = ({"paths_from": redact_url(inp.paths_from)}
+                  | ({"paths_base": redact_url(inp.paths_base)} if inp.paths_base else {})
+                  if inp.paths_from else {"paths": [redact_url(p) for p in inp.paths]})
         fingerprinted = {
             "format_version": FORMAT_VERSION,
-            "input": (self.cfg.input.model_dump(exclude=unsampled)
-                      | {"paths": [redact_url(p) for p in self.cfg.input.paths]}),
+            "input": inp.model_dump(exclude=unsampled | {"paths", "paths_from", "paths_base"}) | listed,
             "input files": [[redact_url(f.url), f.size, *([f.sha256] if f.run_shard else [])] for f in files],
             # Unset output options (megatron: null) are left out: runs from before they existed keep
             # their fingerprint, and so resume or stay complete.

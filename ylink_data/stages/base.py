@@ -82,6 +82,10 @@ class Op:
     # Modules a worker process of a run with this op imports on start, calling their `warm()` if
     # they have one: code that is slow to load the first time (numba's compiled loops).
     preload: ClassVar[tuple[str, ...]] = ()
+    # Its rules read plain text (words, lines, punctuation): on HTML input (WARC, .html files) it
+    # belongs after an op that `makes_text` (extract), or it measures markup; `ylink validate` warns.
+    reads_text: ClassVar[bool] = False
+    makes_text: ClassVar[bool] = False
 
     def setup(self) -> None:
         """Load what is expensive (models, tables) once per worker process, before the first batch."""
@@ -204,6 +208,7 @@ class LanguageAwareOp(PerDocumentOp):
     document (once per process, about 0.8 s), outside every document's time limit."""
 
     language: str = "auto"
+    reads_text: ClassVar[bool] = True
     segmented: ClassVar[bool] = True  # False: the op's Chinese units need no jieba words
 
     def document_arguments(self, table: pa.Table) -> tuple[list[Any], ...]:

@@ -24,6 +24,7 @@ class Extract(DocumentMapper):
     no page holds its task much longer, whatever the C parsers do with it."""
 
     name = "extract"
+    makes_text = True
 
     def __init__(self, extractor: ExtractorName = DEFAULT_EXTRACTOR, time_limit_s: Seconds = DEFAULT_TIME_LIMIT_S,
                  min_chars: NonNegativeInt = 0):

@@ -33,6 +33,7 @@ class LangId(MapOp):
     `langid` writes: `yue` or `wuu` is refused (they are written `zh`, so no document would match)."""
 
     name = "langid"
+    reads_text = True
 
     def __init__(self, languages: Strings | None = None, min_score: Fraction = 0.0,
                  prefix_chars: NonNegativeInt = langid.PREFIX_CHARS):
