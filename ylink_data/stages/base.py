@@ -113,6 +113,19 @@ class Op:
         missing one, naming the key. Bundled assets are part of the package, not listed."""
         return []
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]] | None:
+        """(parameter key, column) of every column the op reads by a name its parameters give
+        (`text_column`, `column`...): validation checks each against the columns the input and the
+        ops before it make (pipeline/column_check.py). None: not declared yet; nothing is checked
+        from this op on, as what it makes is unknown."""
+        return None
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str] | None:
+        """The columns the op adds to every row it keeps (with these parameters). None: not declared."""
+        return None
+
 
 def named_files(key: str, value: Any) -> list[tuple[str, str]]:
     """(key, path) of a parameter that names a file, a list of files (`key[i]`) or files by name
