@@ -231,6 +231,14 @@ class DocumentFilter(PerDocumentOp):
     """A filter written one document at a time. `filter` returns True to keep the document, or
     False / a reason string to drop it; the reason is reported as `<op name>:<reason>`."""
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []  # a rule on the document's own fields
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []  # it keeps or drops rows
+
     def filter(self, doc: Document, *arguments: Any) -> bool | str:
         raise NotImplementedError
 
@@ -245,6 +253,14 @@ class DocumentMapper(PerDocumentOp):
     """A transform written one document at a time. `map` returns the document to keep (changed in
     place or new), or a reason string / None to drop it. Changes to text, url, lang, lang_score
     and metadata are written back to the batch."""
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []  # a rule on the document's own fields
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []  # it changes the document's own fields
 
     def map(self, doc: Document, *arguments: Any) -> Document | str | None:
         raise NotImplementedError
