@@ -297,6 +297,14 @@ class DocumentSplitter(PerDocumentOp):
     columns: ClassVar[dict[str, pa.DataType]] = {}  # columns the op adds (null on dropped documents)
     keeps_pairs: ClassVar[bool] = False
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(cls.columns)
+
     def split(self, doc: Document, *arguments: Any) -> list[dict[str, Any]] | str | None:
         raise NotImplementedError
 
