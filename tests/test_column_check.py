@@ -15,10 +15,8 @@ from ylink_data.stages import REGISTRY, load_ops
 from .conftest import REPO
 
 load_ops()
+TOKENIZER = str(REPO / "samples/chat/tokenizer.json")
 
-# Ops whose columns are not declared yet: nothing after them is checked (no false error). Strict
-# xfail: declaring one makes its case pass, and it must then leave this list.
-UNDECLARED = {"sft_tokenize", "tokenize"}
 # The ops before one that reads what others make, for a pipeline where its defaults are right.
 BEFORE = {"instruction_filter": [{"instruct_generate": {"count": 4}}],
           "preference_pairs": [{"instruct_generate": {"count": 4}}, {"respond": {"n": 2}}, {"judge": {"mode": "pairwise"}}]}
@@ -27,7 +25,8 @@ BEFORE = {"instruction_filter": [{"instruct_generate": {"count": 4}}],
 def _params(name: str, shared: dict) -> dict:
     """The parameters an op needs to be valid in a pipeline over documents."""
     return {"decontaminate": {"benchmarks": [{"path": shared.get("gsm8k", ""), "fields": ["question"]}]},
-            "judge": {"rubric": "edu"}, "instruct_generate": {"count": 4}}.get(name, {})
+            "judge": {"rubric": "edu"}, "instruct_generate": {"count": 4},
+            "tokenize": {"tokenizer": TOKENIZER}, "sft_tokenize": {"tokenizer": TOKENIZER}}.get(name, {})
 
 
 def _pipeline(tmp_path, stages: list) -> dict:
@@ -50,9 +49,7 @@ def benchmarks(shared_data) -> dict:
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_every_op_declares_its_columns_and_a_typo_in_each_is_refused(name, tmp_path, benchmarks, request):
-    if name in UNDECLARED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="columns not declared yet"))
+def test_every_op_declares_its_columns_and_a_typo_in_each_is_refused(name, tmp_path, benchmarks):
     cls, params = REGISTRY[name], _params(name, benchmarks)
     before = BEFORE.get(name, [])
     raw = _pipeline(tmp_path, [*before, {name: params}])
