@@ -99,6 +99,8 @@ class InputConfig(_Strict):
     # python-pptx 1.0.2): 64 MiB is 1 GiB per worker at worst. Media (images) hardly compress, so a
     # file under max_record_bytes that is not a ZIP bomb unpacks to about its own size plus its XML;
     # the 21 bundled DOCX and PPTX unpack to 0.8 MB at most, most of it styles and theme.
+    # A PDF stream that decodes past it, or whose filters cannot be decoded a piece at a time, is
+    # `too_large` too (io/readers/pdf_filters.py): PDFium decodes a stream whole.
     max_unpacked_bytes: int = Field(64 * MiB, gt=0)
     # Read on only a uniform random sample of this many documents of the input (null: all of them),
     # to try a pipeline on a slice of a large corpus: exactly min(sample, documents) documents, drawn

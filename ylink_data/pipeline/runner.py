@@ -22,12 +22,13 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from .. import __version__
 from ..config import PipelineConfig, load_config
-from ..errors import RunStateError
+from ..errors import ConfigError, RunStateError
 from ..io.fs import InputFile, input_files, read_json, write_json, writing_into
 from ..io.readers import group_splits, plan_splits
 from ..redaction import redact_url
 from ..stages import build_op, op_class
 from .card import write_dataset_card
+from .column_check import column_problems
 from .files_read import files_read
 from .global_phase import GlobalContext
 from .layout import RunLayout
@@ -194,6 +195,10 @@ class Runner:
         # The content of every file the ops read (models, tokenizers, benchmarks, prompts, lists):
         # a file changed in place is another run. Left out when there is none, as above.
         read = files_read(self.cfg)
+        # A column an op's parameter names that no row will have: refused here, before any task.
+        wrong_columns = column_problems(self.cfg, any(f.run_shard for f in files))
+        if wrong_columns:
+            raise ConfigError(wrong_columns)
         if read:
             fingerprinted["files read"] = read
         digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()

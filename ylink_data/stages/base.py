@@ -117,6 +117,19 @@ class Op:
         missing one, naming the key. Bundled assets are part of the package, not listed."""
         return []
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]] | None:
+        """(parameter key, column) of every column the op reads by a name its parameters give
+        (`text_column`, `column`...): validation checks each against the columns the input and the
+        ops before it make (pipeline/column_check.py). None: not declared yet; nothing is checked
+        from this op on, as what it makes is unknown."""
+        return None
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str] | None:
+        """The columns the op adds to every row it keeps (with these parameters). None: not declared."""
+        return None
+
 
 def named_files(key: str, value: Any) -> list[tuple[str, str]]:
     """(key, path) of a parameter that names a file, a list of files (`key[i]`) or files by name
@@ -223,6 +236,14 @@ class DocumentFilter(PerDocumentOp):
     """A filter written one document at a time. `filter` returns True to keep the document, or
     False / a reason string to drop it; the reason is reported as `<op name>:<reason>`."""
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []  # a rule on the document's own fields
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []  # it keeps or drops rows
+
     def filter(self, doc: Document, *arguments: Any) -> bool | str:
         raise NotImplementedError
 
@@ -237,6 +258,14 @@ class DocumentMapper(PerDocumentOp):
     """A transform written one document at a time. `map` returns the document to keep (changed in
     place or new), or a reason string / None to drop it. Changes to text, url, lang, lang_score
     and metadata are written back to the batch."""
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []  # a rule on the document's own fields
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []  # it changes the document's own fields
 
     def map(self, doc: Document, *arguments: Any) -> Document | str | None:
         raise NotImplementedError
@@ -272,6 +301,14 @@ class DocumentSplitter(PerDocumentOp):
 
     columns: ClassVar[dict[str, pa.DataType]] = {}  # columns the op adds (null on dropped documents)
     keeps_pairs: ClassVar[bool] = False
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(cls.columns)
 
     def split(self, doc: Document, *arguments: Any) -> list[dict[str, Any]] | str | None:
         raise NotImplementedError

@@ -163,6 +163,14 @@ class Decontaminate(MapOp):
         return [(f"benchmarks[{i}].path", b["path"]) for i, b in enumerate(params.get("benchmarks") or [])
                 if isinstance(b, dict) and isinstance(b.get("path"), str)]
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return [("column", params["column"])]
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(COLUMNS)
+
     def __init__(self, benchmarks: Annotated[list[Any], Field(min_length=1)],
                  mode: Literal["drop", "annotate"] = "drop", column: str = "text",
                  ngram: NgramSize = WORD_NGRAM, ngram_zh: NgramSize = CHAR_NGRAM,

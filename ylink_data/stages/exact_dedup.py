@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,14 @@ class ExactDedup(GlobalOp):
     """Drops exact duplicates (reason `exact_dedup`) of `column` across the whole run."""
 
     name = "exact_dedup"
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return [("column", params["column"])]
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []
 
     def __init__(self, column: str = "text", lowercase: bool = False, collapse_whitespace: bool = True,
                  unicode_nfkc: bool = False, rows_per_partition: PositiveInt = 4_000_000):

@@ -53,6 +53,15 @@ class MeasuredOp(LanguageAwareOp):
     columns: dict[str, pa.DataType] = {}
     column_prefix = "gopher_"  # annotate mode writes `<column_prefix><measure>` columns
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        op = cls(**params)  # the constructor loads nothing; GopherRepetition's columns follow its rules
+        return [f"{op.column_prefix}{key}" for key in op.columns] if op.annotate else []
+
     def measure(self, text: str, lang: str) -> dict[str, float]:
         raise NotImplementedError
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pyarrow as pa
 from pydantic import Field, PositiveInt
@@ -66,6 +66,14 @@ class InstructGenerate(LLMOp):
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
         return named_files("prompt", params.get("prompt"))
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(COLUMNS)
 
     def __init__(self, mode: Literal["self_instruct", "evol"] = "self_instruct", count: PositiveInt | None = None,
                  seed: Annotated[int, Field(ge=0, lt=2**63)] = 0, threshold: Fraction = 0.7,

@@ -14,6 +14,8 @@ Drops are `instruction_filter:<rule>`. Exact and near-duplicate instructions: `e
 """
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from pathlib import Path
 
@@ -48,6 +50,14 @@ class InstructionFilter(MapOp):
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
         return named_files("phrases", params.get("phrases")) if params.get("refusal", True) else []
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return [("column", params["column"])]  # the response column is optional
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []
 
     def __init__(self, column: str = "instruction", response_column: str = "response",
                  min_words: NonNegativeInt = MIN_WORDS, max_words: PositiveInt = MAX_WORDS,

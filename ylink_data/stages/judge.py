@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pyarrow as pa
 from pydantic import Field, NonNegativeFloat
@@ -117,6 +117,16 @@ class Judge(LLMOp):
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
         return named_files("prompt", params.get("prompt"))
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        if cls(**params).judged == "document":
+            return [("text_column", params["text_column"])]
+        return [("instruction_column", params["instruction_column"]), ("response_column", params["response_column"])]
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return [SCORE_COLUMN, REASON_COLUMN]
 
     def __init__(self, mode: Literal["pointwise", "pairwise"] = "pointwise",
                  rubric: Literal["response", "edu"] | None = None, prompt: str | None = None,

@@ -10,6 +10,8 @@ op instance in it (see `ylink_data.transform.langid`). The script prior in front
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 from pydantic import NonNegativeInt
 
@@ -34,6 +36,14 @@ class LangId(MapOp):
 
     name = "langid"
     reads_text = True
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return ["lang", "lang_score"]  # the schema's own, filled in
 
     def __init__(self, languages: Strings | None = None, min_score: Fraction = 0.0,
                  prefix_chars: NonNegativeInt = langid.PREFIX_CHARS):

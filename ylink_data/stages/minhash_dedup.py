@@ -85,6 +85,16 @@ class MinHashDedup(GlobalOp):
         index = params.get("index")
         return [("index", f"{index.rstrip('/')}/{INDEX_FILE}")] if index else []
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return ([("column", params["column"])]
+                + ([("source_column", params["source_column"])] if params["scope"] == "per_source" else [])
+                + ([("score_column", params["score_column"])] if params["keep"] == "highest_score" else []))
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return ["dup_cluster_id", "dup_cluster_size"] if params["cluster_columns"] else []
+
     def __init__(self, threshold: Annotated[float, Field(gt=0, lt=1)] = 0.8,
                  num_perm: Annotated[int, Field(ge=2, le=1024)] = 128,
                  bands: PositiveInt | None = None, rows: PositiveInt | None = None,

@@ -25,7 +25,7 @@ cannot score never leaves). Counters: `groups`, `groups_paired`, `pairs`.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 from pydantic import NonNegativeFloat
@@ -62,6 +62,14 @@ class PreferencePairs(MapOp):
     clearer pairs at the cost of fewer (UltraFeedback-style sets often ask for 1-2 points)."""
 
     name = "preference_pairs"
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(key, params[key]) for key in ("score_column", "group_column", "prompt_column", "response_column")]
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(COLUMNS)
 
     def __init__(self, min_margin: NonNegativeFloat = 1.0, strategy: Literal["best_vs_worst", "all"] = "best_vs_worst",
                  score_column: str = "judge_score", group_column: str = "instruction_id",

@@ -24,7 +24,7 @@ are, so one pipeline keeps the pairs documents hold and asks the model about the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -101,6 +101,14 @@ class QAGenerate(LLMOp):
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
         return named_files("prompt", params.get("prompt"))
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(COLUMNS)
 
     def __init__(self, pairs: Annotated[int, Field(ge=1, le=50)] = 3, prompt: str | None = None,
                  min_support: Fraction = 0.5, json_mode: bool = True, llm: LLMOverride | None = None):

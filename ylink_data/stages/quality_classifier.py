@@ -55,6 +55,14 @@ class QualityClassifier(MapOp, GlobalOp):
         model = params.get("model", "default")
         return [] if model == "default" else named_files("model", model)
 
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return [params["score_column"]] + ([params["tier_column"]] if params["tiers"] else [])
+
     def __init__(self, model: str | Annotated[dict[str, str], Field(min_length=1)] = "default",
                  score_column: str = "quality_score",
                  min_score: Score | None = None, top_fraction: Annotated[float, Field(gt=0, le=1)] | None = None,

@@ -22,7 +22,7 @@ server never answered in time). The run goes on either way.
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import pyarrow as pa
 from pydantic import Field
@@ -43,6 +43,14 @@ class Respond(LLMOp):
     """`n` responses per instruction; see the module docstring."""
 
     name = "respond"
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []  # `instruction` and `input`, by no parameter
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return list(COLUMNS)
 
     def __init__(self, n: Annotated[int, Field(ge=1, le=64)] = 1, system: str | None = None,
                  llm: LLMOverride | None = None):

@@ -16,7 +16,7 @@ keeps the first `max_tokens` tokens (dropped as `too_long` all the same when no 
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import jinja2
 import numpy as np
@@ -45,6 +45,14 @@ class SftTokenize(MapOp):
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
         return named_files("tokenizer", params.get("tokenizer")) + named_files("tokenizer_config",
                                                                               params.get("tokenizer_config"))
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return [TOKEN_IDS, LOSS_MASK, NUM_TOKENS]
 
     def __init__(self, tokenizer: str, chat_template: str | None = None, tokenizer_config: str | None = None,
                  format: Literal["auto", "messages", "sharegpt", "alpaca"] = "auto",

@@ -17,6 +17,8 @@ bench/bench_tokenize.py: not slower per core, and no oversubscription.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import sys
 
@@ -38,6 +40,14 @@ class Tokenize(MapOp):
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
         return named_files("tokenizer", params.get("tokenizer"))
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return [TOKEN_IDS, NUM_TOKENS]
 
     def __init__(self, tokenizer: str, append_eod: bool = True, eod_token: str | None = None):
         if not tokenizer.strip():

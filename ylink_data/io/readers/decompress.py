@@ -10,14 +10,13 @@ so `_FrameWalk` follows the frames' structure as the bytes pass and says so (EOF
 
 Records are then bounded by input.max_record_bytes (a line is read up to it), documents read whole by
 the same, and what a document's reader unpacks by input.max_unpacked_bytes: a DOCX or PPTX package
-from its ZIP directory (document.too_large), a PDF stream by inflating it here first, bounded, before
-PDFium inflates it whole (`inflated_size`, pdf.py).
+from its ZIP directory (document.too_large), a PDF stream by decoding it first, bounded (pdf_filters.py),
+before PDFium decodes it whole.
 """
 from __future__ import annotations
 
 import io
 import struct
-import zlib
 from typing import IO
 
 import fsspec.compression
@@ -138,19 +137,3 @@ class _FrameWalk:
 
     def _content_checksum(self, field: bytes) -> None:
         self._need, self._step = 4, self._magic
-
-
-def inflated_size(data: bytes | memoryview, limit: int) -> int:
-    """What the zlib stream at the start of `data` inflates to, counted up to `limit + 1` bytes (where
-    it stops counting), BUFFER bytes at a time: never more than that in memory. zlib.error when the
-    bytes are no zlib stream. Used where a library would inflate a stream whole in C (PDFium)."""
-    d, view = zlib.decompressobj(), memoryview(data)
-    total, pos = 0, 0
-    while total <= limit and not d.eof:
-        piece = d.unconsumed_tail
-        if not piece:
-            piece, pos = view[pos:pos + READ_SIZE], pos + READ_SIZE
-            if not piece:
-                break
-        total += len(d.decompress(piece, BUFFER))
-    return total

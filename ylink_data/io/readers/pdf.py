@@ -17,14 +17,13 @@ from __future__ import annotations
 import ctypes
 import re
 import subprocess
-import zlib
 from typing import Iterator
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from .base import TOO_LARGE, Bad, Record, Skip, Split
-from .decompress import inflated_size
+from .pdf_filters import DecodeError, Unbounded, decoded_size
 from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, Parts, document, first_heading
 from .pdflayout import Line, Page, body_size, heading_levels, page_markdown, without_running_lines
 
@@ -104,29 +103,63 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str,
 
 
 _STREAM = re.compile(rb"(?<!end)stream(?:\r\n|\n|\r)")
-_FLATE = re.compile(rb"/Filter\s*\[?\s*/Fl(?:ateDecode)?\b")  # Flate alone or first in a chain
+_FILTER = re.compile(rb"/Filter\s*(?:/([^\s/\[\]<>()]+)|\[([^\]]*)\]|(\d+\s+\d+\s+R))")
+_NAME = re.compile(rb"/([^\s/\[\]<>()]+)")
+_LENGTH = re.compile(rb"/Length\s+(\d+)(?!\s+\d+\s+R)")
 
 
 def _stream_too_large(data: bytes, limit: int) -> Bad | None:
-    """A PDF with a Flate stream that inflates to more than `limit` bytes: PDFium inflates a stream
-    whole, and a content stream parsed takes ~12 times its size (a 712 KB file of one 200 MB stream
-    took the reader to 2.5 GB). Each stream is inflated here first, bounded (decompress.py), and
-    only counted. A stream is found by its keyword, its filter in the dictionary before it (back to
-    its `obj`); one that is no zlib stream (encrypted, or the word inside binary data) is PDFium's
-    to judge. Other filters (LZW, run-length) are not inflated here."""
+    """A PDF with a stream that decodes to more than `limit` bytes, or one whose filters cannot be
+    decoded here: PDFium decodes a stream whole, and a content stream parsed takes ~12 times its size
+    (a 712 KB file of one 200 MB stream took the reader to 2.5 GB). Each stream is decoded here first
+    through its filter chain, bounded (pdf_filters.py), and only counted. A stream is found by its
+    keyword, its filters in the dictionary before it (back to its `obj`), its bytes up to its direct
+    /Length or else its `endstream`; one whose bytes break its filters (encrypted, or the word inside
+    binary data) is PDFium's to judge."""
     view = memoryview(data)
     for m in _STREAM.finditer(data):
         start = data.rfind(b"obj", max(0, m.start() - 4096), m.start())
-        if start < 0 or not _FLATE.search(data, start, m.start()):
+        if start < 0:
             continue
+        filters = _filters(data, start, m.start())
+        if not filters:
+            continue  # no filter: the stream is its bytes in the file
         try:
-            size = inflated_size(view[m.end():], limit)
-        except zlib.error:
+            size = decoded_size(view[m.end():_stream_end(data, start, m)], filters, limit)
+        except Unbounded as exc:
+            return Bad(0, f"a stream has a filter whose output cannot be bounded here ({exc}), so it could "
+                          f"unpack past input.max_unpacked_bytes; re-save it with standard filters (e.g. `qpdf --decode-level=generalized IN OUT`) or leave it out",
+                       TOO_LARGE)
+        except DecodeError:
             continue
         if size > limit:
-            return Bad(0, f"a stream inflates to over input.max_unpacked_bytes ({limit:,} bytes); raise it to "
+            return Bad(0, f"a stream decodes to over input.max_unpacked_bytes ({limit:,} bytes); raise it to "
                           f"read this file", TOO_LARGE)
     return None
+
+
+def _filters(data: bytes, start: int, end: int) -> list[str]:
+    """The stream's filter names, first applied first; `?` for one given by reference."""
+    m = _FILTER.search(data, start, end)
+    if m is None:
+        return []
+    if m.group(3):
+        return ["? (an indirect /Filter)"]
+    if m.group(1):
+        return [m.group(1).decode("latin-1")]
+    inside = m.group(2)
+    names = [n.decode("latin-1") for n in _NAME.findall(inside)]
+    return names if _NAME.sub(b"", inside).strip() == b"" else names + ["? (a /Filter array with references)"]
+
+
+def _stream_end(data: bytes, start: int, m: re.Match) -> int:
+    length = _LENGTH.search(data, start, m.start())
+    if length is not None:
+        end = m.end() + int(length.group(1))
+        if data.startswith(b"endstream", end) or b"endstream" in data[end:end + 16]:
+            return end
+    end = data.find(b"endstream", m.end())
+    return len(data) if end < 0 else end
 
 
 def _page_lines(page: pdfium.PdfPage) -> Page | None:
