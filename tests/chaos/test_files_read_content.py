@@ -57,8 +57,10 @@ def _examples(d: Path) -> dict[str, list[dict]]:
         "badwords": [{"language": "zh", "lists": [words, "zh-obscene"]}],
         "url_filter": [{"blocked_domains": _copy(ASSETS / "urls" / "blocked_domains.txt", d / "domains.txt"),
                         "banned_words": ["casino", "@" + _copy(ASSETS / "urls" / "banned_words.txt", d / "bw.txt")]}],
-        "instruction_filter": [{"phrases": _copy(REPO / "configs" / "datagen" / "refusals.txt", d / "refusals.txt")}],
-        "judge": [{"prompt": _copy(PROMPTS / "judge-pointwise-en.txt", d / "judge.txt")}],
+        "instruction_filter": [{"column": "text",  # the bundled corpus has no instruction column
+                                "phrases": _copy(REPO / "configs" / "datagen" / "refusals.txt", d / "refusals.txt")}],
+        "judge": [{"instruction_column": "text", "response_column": "text",
+                   "prompt": _copy(PROMPTS / "judge-pointwise-en.txt", d / "judge.txt")}],
         "qa_generate": [{"prompt": _copy(PROMPTS / "qa_generate-en.txt", d / "qa.txt")}],
         "instruct_generate": [{"count": 4, "prompt": _copy(PROMPTS / "self_instruct-en.txt", d / "si.txt")}],
         "minhash_dedup": [{"index": str(index)}],
