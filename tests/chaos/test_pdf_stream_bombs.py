@@ -76,15 +76,18 @@ def _peak_rss(pid: int) -> int:
 def test_a_pdf_stream_that_inflates_past_the_limit_is_quarantined_in_bounded_memory(place, filter_name, tmp_path):
     path = _bomb_pdf(tmp_path / "bomb.pdf", place, filter_name)
     assert path.stat().st_size < 1 << 20
-    reader_process().close()  # a new child: its peak is this file's alone
+    reader_process().close()  # a new child: its peak is these files' alone
+    (doc,) = read(DOCS / "multi_page.pdf")  # the default limit lets real files through
+    assert isinstance(doc, Record)
+    # The child's own size (PDFium, python-docx, python-pptx, and what else a machine's packages
+    # load) differs between machines (109 MB here, 149 MB on CI): what the bomb adds is measured.
+    loaded = _peak_rss(reader_process().pid)
     (bad,) = read(path)
     assert bad.reason == "too_large", bad
     assert "input.max_unpacked_bytes" in bad.error and "\n" not in bad.error
-    # Measured (2026-12): 109 MB, the child with PDFium, python-docx and python-pptx loaded; 776 MB
-    # before the fix, PDFium inflating the page content stream whole.
-    assert _peak_rss(reader_process().pid) < INFLATED // 2
-    (doc,) = read(DOCS / "multi_page.pdf")  # the default limit lets real files through
-    assert isinstance(doc, Record)
+    # Measured (2026-12): a few MB more; 667 MB more before the fix, PDFium inflating the page
+    # content stream whole.
+    assert _peak_rss(reader_process().pid) - loaded < INFLATED // 8
 
 
 # Chains: every filter alone, every ordered pair (the first in the array is decoded first). ASCIIHex
