@@ -169,10 +169,10 @@ def _kind(proc: psutil.Process) -> str:
         return f"Ray service: {name}"
     if "ylink_data run" in words:
         return "driver"
-    if "ylink_data.pipeline.workers" in words or "default_worker.py" in words or (
+    if "ylink_data.engine.workers" in words or "default_worker.py" in words or (
             title.startswith("ray::") and not title.endswith("Agent")):
         return TASK_PROCESSES
-    if "ylink_data.transform.extract_process" in words:
+    if "ylink_data.text.transform.extract_process" in words:
         return "extractor child processes"
     if name == "weed":
         return "S3 server"

@@ -134,7 +134,7 @@ def run_side(side: str, n: int) -> dict:
     if side == "ylink":
         import pyarrow as pa
 
-        from ylink_data.stages.decontaminate import Decontaminate
+        from ylink_data.ops.decontaminate import Decontaminate
 
         op = Decontaminate(benchmarks=[{"path": str(GSM8K), "fields": ["question"]},
                                        {"path": str(HUMANEVAL), "fields": ["prompt"], "id_field": "task_id"}])
@@ -352,7 +352,7 @@ def run_scale_side(side: str, items_path: str, docs_path: str, cache_dir: str | 
     that the workers of a round race for the index as a pipeline's workers do."""
     import pyarrow as pa
 
-    from ylink_data.stages.decontaminate import Decontaminate
+    from ylink_data.ops.decontaminate import Decontaminate
 
     params = {"benchmarks": [{"path": items_path, "fields": ["question"], "id_field": "id"}]}
     if cache_dir is not None:
@@ -426,7 +426,7 @@ def verify_matches(matches: list, items_path: Path, docs_path: Path) -> int:
     reported item's normalised text and the document's (normalised as the op does)."""
     import pyarrow as pa
 
-    from ylink_data.transform.ngrams import tokenize
+    from ylink_data.text.transform.ngrams import tokenize
 
     wanted = {item for _, _, item, _ in matches}
     items: dict[str, str] = {}
@@ -501,12 +501,12 @@ def ab_lookup(args: argparse.Namespace) -> None:
     import pyarrow as pa
 
     from ylink_data.io.benchmarks import read_benchmark
-    from ylink_data.transform.ngram_index import IndexWriter, NgramIndex
+    from ylink_data.text.transform.ngram_index import IndexWriter, NgramIndex
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     source = _old_tree(work, args.old_ref) / "ylink_data" / "transform" / "ngram_index.py"
-    spec = importlib.util.spec_from_file_location("ylink_data.transform.ngram_index_old", source)
+    spec = importlib.util.spec_from_file_location("ylink_data.text.transform.ngram_index_old", source)
     old = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = old
     spec.loader.exec_module(old)

@@ -59,7 +59,7 @@ For `code` and `short`, web-style near copies are injected (`inject`): for a ran
 licence or "generated file" comment for code, a "repost" line for Chinese), one non-empty line
 dropped (documents of 3 lines or more), or 1-3 words (Chinese: Han characters) replaced; a copy is
 kept only when its exact Jaccard with its original, by the op's own shingles
-(`ylink_data.dedup.minhash.shingles(text, lang)`, character 5-grams for Chinese and word 5-grams
+(`ylink_data.text.dedup.minhash.shingles(text, lang)`, character 5-grams for Chinese and word 5-grams
 otherwise, as sets), is >= 0.8 (other kinds are tried, then other documents, until the share is
 reached: short reviews under ~50 characters cannot take any edit at 0.8). Originals and copies are
 shuffled together; truth.npz holds each copy's original position and Jaccard (truth_kinds.json: its kind).
@@ -168,13 +168,13 @@ def op_languages(texts: list[str]) -> list[str]:
     (character 5-grams) or `en` (word 5-grams)."""
     import pyarrow as pa
 
-    from ylink_data.transform.units import unit_languages
+    from ylink_data.text.transform.units import unit_languages
 
     return unit_languages("auto", pa.array(texts, pa.large_string()))
 
 
 def shingle_set(text: str, lang: str) -> set:
-    from ylink_data.dedup.minhash import shingles
+    from ylink_data.text.dedup.minhash import shingles
 
     return set(shingles(text, lang))
 
@@ -614,7 +614,7 @@ def run_side(side: str, base: Path, folder: Path, threshold: float, repeat: int)
 def op_takes(option: str) -> bool:
     import inspect
 
-    from ylink_data.stages.minhash_dedup import MinHashDedup
+    from ylink_data.ops.minhash_dedup import MinHashDedup
 
     return option in inspect.signature(MinHashDedup.__init__).parameters
 
@@ -788,8 +788,8 @@ def keys_workload(folder: Path) -> str:
     ceiling of phase 0's NumPy work, which shares the cores' caches and memory as a busy loop does not."""
     first = sorted(folder.glob("part-*.jsonl"))[0]
     return (f"import json, sys\nsys.path.insert(0, {str(REPO)!r})\nimport pyarrow as pa\n"
-            "from ylink_data.dedup.minhash import shingle_hashes, signatures_from_hashes\n"
-            "from ylink_data.transform.units import unit_languages\n"
+            "from ylink_data.text.dedup.minhash import shingle_hashes, signatures_from_hashes\n"
+            "from ylink_data.text.transform.units import unit_languages\n"
             f"texts = [json.loads(line)['text'] for line, _ in zip(open({str(first)!r}, encoding='utf-8'), range(5000))]\n"
             "langs = unit_languages('auto', pa.array(texts, pa.large_string()))\n"
             "for _ in range(3):\n"

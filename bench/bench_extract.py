@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from ylink_data.io.charset import decode_html  # noqa: E402
-from ylink_data.transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES, extract_with_engine  # noqa: E402
+from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES, extract_with_engine  # noqa: E402
 
 LANGS = ("en", "zh", "de")
 BASELINE = "trafilatura.extract(html)"
@@ -145,7 +145,7 @@ def take_turns(runs: list, pages: list[dict[str, Any]]) -> tuple[list[float], li
 def crawl_pages() -> list[dict[str, Any]]:
     """The HTML responses of the bundled crawl (samples/crawl), as the pipeline's reader decodes them:
     no snippets to score, but the mix of a real crawl (listings, spam, short pages)."""
-    from ylink_data.config import InputConfig
+    from ylink_data.engine.config import InputConfig
     from ylink_data.io.readers import Record, Split, open_split, read_split
 
     pages = []

@@ -1,6 +1,6 @@
 """Benchmark: what bounding `extract.time_limit_s` costs (issue 13, point 6), and the two ways to bound it.
 
-1. The killable extractor process (`ylink_data.transform.extract_process`): the default extractor on
+1. The killable extractor process (`ylink_data.text.transform.extract_process`): the default extractor on
    every page of trafilatura's evaluation set in this process and through one reused child, taking
    turns page by page: CPU seconds (for the child side, this process's and the child's; the
    project's measure on a shared machine, see benchtools.py) and wall seconds.
@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_extract import load_pages  # noqa: E402
-from ylink_data.transform.extract import DEFAULT_EXTRACTOR, extract_with_engine, load_extractor  # noqa: E402
-from ylink_data.timelimit import DocumentTimeout  # noqa: E402
-from ylink_data.transform.extract_process import ExtractorProcess  # noqa: E402
+from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR, extract_with_engine, load_extractor  # noqa: E402
+from ylink_data.core.timelimit import DocumentTimeout  # noqa: E402
+from ylink_data.text.transform.extract_process import ExtractorProcess  # noqa: E402
 
 DEPTH_CAP = 512  # Blink's parser stops nesting here (kMaximumHTMLParserDOMTreeDepth)
 HOSTILE = {  # name -> page, 0.4 to 2 MB; the first three are tests/chaos/test_extract_time_limit.py's
@@ -125,7 +125,7 @@ def depth_checks(pages: list[dict]) -> dict:
 
 def in_process_seconds(name: str, hang_limit: float) -> str:
     code = ("import sys, time; sys.path.insert(0, %r); from bench_extract_limit import HOSTILE; "
-            "from ylink_data.transform.extract import extract_with_engine; page = HOSTILE[%r](); "
+            "from ylink_data.text.transform.extract import extract_with_engine; page = HOSTILE[%r](); "
             "t = time.perf_counter(); extract_with_engine(page); print(time.perf_counter() - t)"
             % (str(REPO / "bench"), name))
     try:

@@ -108,7 +108,7 @@ def chinese_webtext() -> list[str]:
 
 def fasttext_loop(texts: list[str]) -> list[str]:
     """The floor: one fastText call per document on its whole text."""
-    from ylink_data.transform.langid import load_model
+    from ylink_data.text.transform.langid import load_model
 
     model = load_model()
     return [model.predict(t.replace("\n", " "), k=1)[0][0] for t in texts]
@@ -116,14 +116,14 @@ def fasttext_loop(texts: list[str]) -> list[str]:
 
 def fasttext_list(texts: list[str]) -> list[str]:
     """fastText's own batch call on whole texts: how much of the gain is the batch call alone."""
-    from ylink_data.transform.langid import load_model
+    from ylink_data.text.transform.langid import load_model
 
     labels, _ = load_model().predict([t.replace("\n", " ") for t in texts], k=1)
     return [label[0] for label in labels]
 
 
 def op_on_batches(tables: list[pa.Table]) -> Callable[[], None]:
-    from ylink_data.stages import build_op
+    from ylink_data.ops import build_op
 
     op = build_op("langid", {"languages": ["en", "zh"], "min_score": 0.65})  # the contract's example
     op.setup()
@@ -132,7 +132,7 @@ def op_on_batches(tables: list[pa.Table]) -> Callable[[], None]:
 
 def document_tables(texts: list[str], batch: int = 2048) -> list[pa.Table]:
     """The documents as the runner hands them to ops: document-schema Arrow batches."""
-    from ylink_data.schema import DOCUMENT_SCHEMA
+    from ylink_data.core.schema import DOCUMENT_SCHEMA
 
     tables = []
     for start in range(0, len(texts), batch):
@@ -149,7 +149,7 @@ def document_tables(texts: list[str], batch: int = 2048) -> list[pa.Table]:
 
 
 def throughput(repeats: int) -> None:
-    from ylink_data.transform.langid import PREFIX_CHARS, load_model
+    from ylink_data.text.transform.langid import PREFIX_CHARS, load_model
 
     load_model()
     corpora = {"English, Gutenberg passages": [cut_bytes(t, 1000) for t in gutenberg(1000)],
@@ -177,7 +177,7 @@ def throughput(repeats: int) -> None:
 
 
 def sweep(prefixes: list[int], repeats: int) -> None:
-    from ylink_data.transform.langid import load_model, model_input, predict_lines
+    from ylink_data.text.transform.langid import load_model, model_input, predict_lines
 
     load_model()
     sets = {"en Gutenberg ~8k chars": ("en", gutenberg(8000)), "en Reuters": ("en", reuters()),

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.langid_lines import MAX_CHARS, MIN_CHARS, japanese_lines, short_lines  # noqa: E402
-from ylink_data.transform import langid  # noqa: E402
-from ylink_data.transform.script import script_counts  # noqa: E402
+from ylink_data.text.transform import langid  # noqa: E402
+from ylink_data.text.transform.script import script_counts  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 MAN_JA = Path("/usr/share/man/ja")

@@ -25,10 +25,10 @@ from warcio.archiveiterator import ArchiveIterator  # noqa: E402
 
 from bench.benchtools import WALL_OVER_CPU, timed  # noqa: E402
 from tests.tokenruns import crawl_tokenizer  # noqa: E402
-from ylink_data.tokens.encode import encode_texts  # noqa: E402
-from ylink_data.tokens.load import load_tokenizer  # noqa: E402
-from ylink_data.tokens.megatron import write_pair  # noqa: E402
-from ylink_data.transform.extract import extract_text  # noqa: E402
+from ylink_data.text.tokens.encode import encode_texts  # noqa: E402
+from ylink_data.text.tokens.load import load_tokenizer  # noqa: E402
+from ylink_data.io.megatron.write import write_pair  # noqa: E402
+from ylink_data.text.transform.extract import extract_text  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "crawl"
 

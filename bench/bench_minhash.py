@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_minhash.py signatures [--repeats 5] [--docs 1000]
 
 `signatures`: signature throughput (documents/s and MB/s of UTF-8 text per core) of
-`ylink_data.dedup.signatures` against datasketch (a `MinHash.update` loop, one call per shingle;
+`ylink_data.text.dedup.signatures` against datasketch (a `MinHash.update` loop, one call per shingle;
 and `MinHash.bulk`, one `update_batch` per document) and rensa (`RMinHash.update` with the
 document's list of shingles; and, for reference, rensa's own batch call
 `RMinHash.digest_matrix_from_token_sets`), on real documents: English 500-word documents (Project
@@ -13,7 +13,7 @@ Gutenberg books cut into consecutive 500-word pieces) and Chinese 1,500-characte
 Chinese (datasketch gets them UTF-8 encoded, as its default SHA-1 hash needs bytes). Our side starts
 from the texts; the peers start from shingle strings, so their *from text* rate adds the time of
 building those strings in plain Python (`plain_shingles`: a regex, `split` and `join`, the usual way,
-and a little faster than `ylink_data.dedup.shingles`; the number of documents where both give the
+and a little faster than `ylink_data.text.dedup.shingles`; the number of documents where both give the
 same list is printed), and their *shingles given* rate leaves it out.
 
 One process, one core: the sides take turns `--repeats` times and the median CPU time
@@ -123,7 +123,7 @@ def spread(docs: list[str], limit: int) -> list[str]:
 
 
 def ours(texts: list[str], lang: str, batch: int) -> Callable[[], object]:
-    from ylink_data.dedup import signatures
+    from ylink_data.text.dedup import signatures
 
     return lambda: [signatures(texts[i:i + batch], lang, num_perm=NUM_PERM, seed=SEED)
                     for i in range(0, len(texts), batch)]
@@ -134,7 +134,7 @@ NON_WORD = re.compile(r"[\W_]+")
 
 def plain_shingles(text: str, unit: str, n: int = 5) -> list[str]:
     """Shingles the way a plain Python pipeline builds them (lowercase, non-word characters to
-    spaces, words or characters in n-grams); the same definition as `ylink_data.dedup.shingles`
+    spaces, words or characters in n-grams); the same definition as `ylink_data.text.dedup.shingles`
     except for rare characters (marks, which `\\w` does not count as word characters; underscores)."""
     norm = NON_WORD.sub(" ", text.lower()).strip()
     if unit == "word":
@@ -195,11 +195,11 @@ def rensa_matrix(shingle_lists: list[list[str]]) -> object:
 def check_same_shingles(texts: list[str], lang: str, shingle_lists: list[list[str]]) -> int:
     """Ours must equal datasketch's MinHash fed the same shingles with our shingle hash, or the
     comparison would be of different things; returns how many documents the plain shingler cuts
-    exactly as `ylink_data.dedup.shingles` does."""
+    exactly as `ylink_data.text.dedup.shingles` does."""
     import numpy as np
     from datasketch import MinHash
 
-    from ylink_data.dedup import hash32, shingles, signatures
+    from ylink_data.text.dedup import hash32, shingles, signatures
 
     sig = signatures(texts[:50], lang, num_perm=NUM_PERM, seed=SEED)
     for row, text in zip(sig, texts[:50]):
@@ -266,7 +266,7 @@ def bench_signatures(repeats: int, limit: int, batch: int) -> None:
 # character (Chinese) edits, k = rate x length with rate uniform in [0.5%, 2.5%], each edit a
 # deletion, an insertion (a word or character from a random pool sentence), a replacement or a swap
 # of neighbours. The exact Jaccard of every copy with its original is recorded (shingle sets of
-# `ylink_data.dedup.minhash.shingles`, as the op cuts them). Everything is shuffled, written as
+# `ylink_data.text.dedup.minhash.shingles`, as the op cuts them). Everything is shuffled, written as
 # JSONL files of 10,000 documents ({"id", "url", "text"}; no `lang`, so the op picks shingles by
 # script, as on a crawl without langid) and the same as Parquet (what both sides read), with the
 # ground truth next to them (truth.npz: family, original, exact Jaccard, Chinese or not, and the
@@ -370,7 +370,7 @@ def jaccard(a: set, b: set) -> float:
 
 
 def shingle_set(text: str, zh: bool) -> set:
-    from ylink_data.dedup.minhash import shingles
+    from ylink_data.text.dedup.minhash import shingles
 
     return set(shingles(text, "zh" if zh else None))
 
@@ -540,8 +540,8 @@ class TreeMemory:
 def child_ours(folder: Path, out: Path, threshold: float, bands: int, rows: int, rows_per_partition: int,
                store_mb: int, verify: bool = False) -> dict:
     import ylink_data
-    from ylink_data.config import RayConfig
-    from ylink_data.pipeline.ray_env import ensure_ray
+    from ylink_data.engine.config import RayConfig
+    from ylink_data.engine.ray_env import ensure_ray
 
     ray_cfg = {"num_cpus": 2, "object_store_memory": store_mb * 2**20}
     t0 = time.perf_counter()
@@ -808,9 +808,9 @@ def profile_keys(folder: Path, docs: int = 20_000) -> dict:
 
     import pyarrow as pa
 
-    from ylink_data.dedup.minhash import is_empty, signatures
-    from ylink_data.dedup.lsh import band_keys
-    from ylink_data.stages.minhash_dedup import MinHashDedup
+    from ylink_data.text.dedup.minhash import is_empty, signatures
+    from ylink_data.text.dedup.lsh import band_keys
+    from ylink_data.ops.minhash_dedup import MinHashDedup
 
     rows = []
     for p in sorted(folder.glob("part-*.jsonl")):
@@ -857,7 +857,7 @@ def e2e_main(args) -> None:
 
     import numpy as np
 
-    from ylink_data.stages import build_op
+    from ylink_data.ops import build_op
 
     # the op's own choice (its weights), unless --bands/--rows are given
     op = build_op("minhash_dedup", {"threshold": args.threshold, "bands": args.bands, "rows": args.rows})

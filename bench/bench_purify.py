@@ -52,8 +52,8 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("YLINK_SHARED_DATA", REPO.parent / "shared" / "data"))
 sys.path.insert(0, str(REPO))
 
-from ylink_data.schema import DOCUMENT_SCHEMA  # noqa: E402
-from ylink_data.stages import build_op, validate_stages  # noqa: E402
+from ylink_data.core.schema import DOCUMENT_SCHEMA  # noqa: E402
+from ylink_data.ops import build_op, validate_stages  # noqa: E402
 from benchtools import WALL_OVER_CPU, timed  # bench/ is on sys.path when a script runs
 
 OPS = ("gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality")
@@ -124,8 +124,8 @@ def _wet_records() -> list[str]:
 def web_english() -> list[str]:
     from resiliparse.extract.html2text import extract_plain_text
 
-    from ylink_data.transform.extract import extract_text
-    from ylink_data.transform.langid import predict
+    from ylink_data.text.transform.extract import extract_text
+    from ylink_data.text.transform.langid import predict
 
     texts = []
     for url, html in _html_pages():
@@ -181,7 +181,7 @@ def tables(texts: list[str]) -> list[pa.Table]:
 
 def ours_chain(ops: list, batches: list[pa.Table]) -> dict[str, str | None]:
     """id -> the first drop reason (None: kept) through `ops`, dropped rows leaving each batch."""
-    from ylink_data.transform import units
+    from ylink_data.text.transform import units
 
     units._RECENT.clear()  # no tokens left over from the previous turn (each turn starts cold)
     units._RECENT_TOKENS[0] = 0

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.benchtools import timed  # noqa: E402
 from tests.test_qa_extract import norm, references  # noqa: E402
 from ylink_data.io.charset import decode_html  # noqa: E402
-from ylink_data.stages import build_op  # noqa: E402
-from ylink_data.stages.base import Document  # noqa: E402
+from ylink_data.ops import build_op  # noqa: E402
+from ylink_data.ops.base import Document  # noqa: E402
 
 
 def score(got: set, expected: set) -> str:

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.llmserver import LLMServer  # noqa: E402
-from ylink_data.schema import DOCUMENT_SCHEMA  # noqa: E402
-from ylink_data.stages.qa_generate import QAGenerate  # noqa: E402
+from ylink_data.core.schema import DOCUMENT_SCHEMA  # noqa: E402
+from ylink_data.ops.qa_generate import QAGenerate  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 

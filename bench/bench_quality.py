@@ -44,7 +44,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ylink_data.quality import QualityModel, model_lines, train_classifier  # noqa: E402
+from ylink_data.text.quality import QualityModel, model_lines, train_classifier  # noqa: E402
 
 SHARED = Path(os.environ.get("YLINK_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -145,8 +145,8 @@ def bench_training(n: int) -> None:
 # ----------------------------------------------------------------------------- the sweep
 
 def _preprocessors() -> dict[str, Callable[[str, int], str]]:
-    from ylink_data.quality.preprocess import _chinese, _english
-    from ylink_data.transform.units import _jieba
+    from ylink_data.text.quality.preprocess import _chinese, _english
+    from ylink_data.text.transform.units import _jieba
 
     # characters: a run of ASCII letters, a run of ASCII digits or any other non-space character
     chars = re.compile(r"[^\W\d_]+|\d+|\S", re.ASCII)
@@ -164,7 +164,7 @@ def _score(model, lines: list[str]) -> np.ndarray:
 
 
 def _auc(model, good: list[str], bad: list[str]) -> float:
-    from ylink_data.quality.train import roc_auc
+    from ylink_data.text.quality.train import roc_auc
 
     return roc_auc(np.r_[np.ones(len(good), bool), np.zeros(len(bad), bool)], _score(model, good + bad))
 
@@ -182,7 +182,7 @@ def _sweep(lang: str, pres: list[str], prefixes: list[int], dims: list[int], qua
 
     sys.path.insert(0, str(REPO / "ylink_data/assets"))
     from models.train_defaults import PARAMS, build_en, build_zh, texts
-    from ylink_data.quality.train import MIN_MATRIX_BYTES, balance, read_examples, roc_auc
+    from ylink_data.text.quality.train import MIN_MATRIX_BYTES, balance, read_examples, roc_auc
 
     seed = PARAMS["seed"]
     pre_fns = _preprocessors()

@@ -70,9 +70,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "ylink_data" / "assets"))
 
-from ylink_data.quality import QualityModel, model_lines, train_classifier  # noqa: E402
-from ylink_data.quality.model import NEGATIVE, POSITIVE  # noqa: E402
-from ylink_data.quality.train import AUTOTUNE_SECONDS, Example, fit, read_examples, roc_auc, train_split  # noqa: E402
+from ylink_data.text.quality import QualityModel, model_lines, train_classifier  # noqa: E402
+from ylink_data.text.quality.model import NEGATIVE, POSITIVE  # noqa: E402
+from ylink_data.text.quality.train import AUTOTUNE_SECONDS, Example, fit, read_examples, roc_auc, train_split  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 TEST_FRACTION = 0.2
@@ -286,7 +286,7 @@ def main() -> None:
     print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, Python "
           f"{platform.python_version()}, fasttext-numpy2 {version('fasttext-numpy2')}; "
           f"ylink defaults: {trainer_defaults()}")
-    from ylink_data.quality.preprocess import PREFIX_CHARS
+    from ylink_data.text.quality.preprocess import PREFIX_CHARS
 
     with tempfile.TemporaryDirectory(prefix="ylink-quality-cv-data-") as tmp:
         data = {name: (lambda lang=lang: web(lang), lang) for name, lang in WEB_SETS.items()}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rouge_score import rouge_scorer
 
-from ylink_data.transform.rouge import RougePool
+from ylink_data.text.transform.rouge import RougePool
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 if not DATA.exists():

@@ -27,8 +27,8 @@ from benchtools import WALL_OVER_CPU, timed  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from ylink_data.io.readers.jsonl import record_from_mapping  # noqa: E402
-from ylink_data.stages.sft import SftTokenize  # noqa: E402
-from ylink_data.tokens.chat import to_messages  # noqa: E402
+from ylink_data.ops.sft import SftTokenize  # noqa: E402
+from ylink_data.text.tokens.chat import to_messages  # noqa: E402
 
 CHAT = REPO / "samples" / "chat"
 

@@ -88,7 +88,7 @@ def cpu_warcio(path: Path) -> float:
 
 def cpu_reader(path: Path) -> float:
     """The pipeline's WARC reader alone: every record as Record / Skip / Bad, nothing built."""
-    from ylink_data.config import InputConfig
+    from ylink_data.engine.config import InputConfig
     from ylink_data.io.readers import Split, open_split, read_split
 
     started = time.process_time()
@@ -101,9 +101,9 @@ def cpu_reader(path: Path) -> float:
 
 def cpu_spine_task(path: Path, out: Path, compression: str) -> tuple[float, int]:
     """The spine's one task in this process, as a Ray worker runs it: (CPU seconds, bytes written)."""
-    from ylink_data.config import load_config
-    from ylink_data.pipeline.runner import Runner
-    from ylink_data.pipeline.tasks import TaskSpec, execute_task
+    from ylink_data.engine.config import load_config
+    from ylink_data.engine.runner import Runner
+    from ylink_data.engine.tasks import TaskSpec, execute_task
 
     shutil.rmtree(out, ignore_errors=True)
     cfg = load_config({"name": "bench-spine", "input": {"paths": [str(path)], "split_bytes": 1 << 40},

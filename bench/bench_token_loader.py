@@ -58,9 +58,9 @@ def build_data(target_mb: int, pairs: int) -> None:
 
     from bench_cache import documents
     from tests.tokenruns import crawl_tokenizer
-    from ylink_data.tokens.encode import encode_texts
-    from ylink_data.tokens.load import load_tokenizer
-    from ylink_data.tokens.megatron import megatron_section, write_pair
+    from ylink_data.text.tokens.encode import encode_texts
+    from ylink_data.text.tokens.load import load_tokenizer
+    from ylink_data.io.megatron.write import megatron_section, write_pair
 
     t = time.perf_counter()
     tok = load_tokenizer(str(crawl_tokenizer(DATA / "tokenizer")))

@@ -69,7 +69,7 @@ def chinese(limit: int) -> list[str]:
 
 
 def tokenizer_file(texts: list[str], vocab_size: int) -> str:
-    from ylink_data.tokens.train import train_on_texts
+    from ylink_data.text.tokens.train import train_on_texts
 
     path = Path(tempfile.gettempdir()) / f"ylink-bench-tokenizer-{vocab_size}-{len(texts)}.json"
     if not path.exists():
@@ -78,8 +78,8 @@ def tokenizer_file(texts: list[str], vocab_size: int) -> str:
 
 
 def side_ylink(path: str, texts: list[str], out: str) -> int:
-    from ylink_data.stages.tokenize import Tokenize
-    from ylink_data.tokens.megatron import write_pair
+    from ylink_data.ops.tokenize import Tokenize
+    from ylink_data.io.megatron.write import write_pair
 
     op = Tokenize(path)
     op.setup()

@@ -78,6 +78,6 @@ def short_lines(shared: Path) -> dict[str, list[str]]:
 
 def _main_text(page: Path) -> str:
     from ylink_data.io.charset import decode_html
-    from ylink_data.transform.extract import extract_text
+    from ylink_data.text.transform.extract import extract_text
 
     return extract_text(decode_html(page.read_bytes())[0])

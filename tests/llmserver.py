@@ -124,7 +124,7 @@ def edu_score(text: str) -> int:
     number after `SCORE=` in it if any (which may be outside 0-5, for tests of validation), else
     the number of EDU_TERMS of which a form is one of the text's words, at most 5.
 
-    The words are those a quality classifier reads (ylink_data/quality/preprocess.py `model_line`,
+    The words are those a quality classifier reads (ylink_data/text/quality/preprocess.py `model_line`,
     of the whole text: English lowercased with its punctuation split off, Chinese cut by rjieba),
     so the score is a function of the tokens fastText sees: a classifier trained on these labels
     can learn them (the more so from whole documents: `prefix_chars` 0; by default it reads the
@@ -143,7 +143,7 @@ def edu_score(text: str) -> int:
     planted = _PLANTED_SCORE.search(text)
     if planted:
         return int(planted.group(1))
-    from ylink_data.quality.preprocess import model_line
+    from ylink_data.text.quality.preprocess import model_line
 
     words = set(model_line(text, None, 0).split())
     return min(5, sum(1 for forms in EDU_TERMS if not forms.isdisjoint(words)))

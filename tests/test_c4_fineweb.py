@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages.c4 import C4Quality
-from ylink_data.stages.fineweb import FineWebQuality
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops.c4 import C4Quality
+from ylink_data.ops.fineweb import FineWebQuality
 
 from .test_gopher import _failing, run_preset, _preset_ops, _table, _verdicts, cc_english, gutenberg, thucnews, web_spam
 

@@ -26,7 +26,7 @@ import pytest
 
 import ylink_data
 from ylink_data.cache import ShardCache, run_shards
-from ylink_data.tokens.load import load_tokenizer
+from ylink_data.text.tokens.load import load_tokenizer
 
 from .conftest import quickstart_config
 from .s3server import s3_server

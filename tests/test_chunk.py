@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op
-from ylink_data.stages.base import Document
-from ylink_data.stages.chunk import page_range
-from ylink_data.tokens.load import load_tokenizer
-from ylink_data.transform.chunking import chunk_text
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op
+from ylink_data.ops.base import Document
+from ylink_data.ops.chunk import page_range
+from ylink_data.text.tokens.load import load_tokenizer
+from ylink_data.text.transform.chunking import chunk_text
 
 from .conftest import REPO
 from .test_resume import _ylink_run  # the CLI in a subprocess, YLINK_FAIL_AFTER_TASKS set or not
@@ -155,8 +155,8 @@ def test_page_ranges_from_page_offsets():
 
 
 def test_bad_parameters_name_the_key():
-    from ylink_data.errors import ConfigError
-    from ylink_data.stages import validate_stages
+    from ylink_data.core.errors import ConfigError
+    from ylink_data.ops import validate_stages
 
     with pytest.raises(ConfigError, match="overlap"):
         validate_stages([{"chunk": {"size": 100, "overlap": 100}}])

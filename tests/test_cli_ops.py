@@ -16,7 +16,7 @@ import yaml
 from pydantic import TypeAdapter
 
 from ylink_data.cli import main
-from ylink_data.stages import REGISTRY, _params_model, load_ops
+from ylink_data.ops import REGISTRY, _params_model, load_ops
 
 from .conftest import REPO
 

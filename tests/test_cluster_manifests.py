@@ -195,7 +195,7 @@ def test_rayjob_dockerfile_and_readme_agree():
 
 def test_entrypoint_config_is_valid():
     """The entrypoint's pipeline with its overrides passes ylink's own validation (no key it sets is unknown)."""
-    from ylink_data.config import load_config
+    from ylink_data.engine.config import load_config
 
     manifest = yaml.safe_load(RAYJOB.read_text())
     argv, overrides = entrypoint_parts(manifest["spec"]["entrypoint"])

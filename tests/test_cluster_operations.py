@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError
-from ylink_data.pipeline.node_paths import local_paths
-from ylink_data.pipeline.progress import RunProgress
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError
+from ylink_data.engine.node_paths import local_paths
+from ylink_data.engine.progress import RunProgress
 
 from .conftest import REPO, quickstart_config
 from .raycluster import RayCliCluster

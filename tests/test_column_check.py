@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError
-from ylink_data.pipeline.runner import Runner
-from ylink_data.stages import REGISTRY, load_ops
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError
+from ylink_data.engine.runner import Runner
+from ylink_data.ops import REGISTRY, load_ops
 
 from .conftest import REPO
 

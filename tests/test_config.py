@@ -7,8 +7,8 @@ import sys
 import pytest
 import yaml
 
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError
 
 from .conftest import QUICKSTART, REPO, SAMPLES
 
@@ -154,7 +154,7 @@ def test_importing_one_op_module_first_does_not_hide_the_others():
     import subprocess
     import sys
 
-    code = ("import ylink_data.stages.exact_dedup; from ylink_data.stages import validate_stages; "
+    code = ("import ylink_data.ops.exact_dedup; from ylink_data.ops import validate_stages; "
             "print(sorted(n for n, _ in validate_stages(['exact_dedup', 'langid', 'normalize'])))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,7 @@ import yaml
 
 from tests.llmserver import LLMServer, judge_score
 from ylink_data import run
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.engine.stats import check_invariant
 
 from .conftest import REPO
 

@@ -24,12 +24,12 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.config import validate_config
-from ylink_data.errors import ConfigError, InputError
+from ylink_data.engine.config import validate_config
+from ylink_data.core.errors import ConfigError, InputError
 from ylink_data.io.benchmarks import read_benchmark
-from ylink_data.stages.decontaminate import CACHE_ENV, Decontaminate
-from ylink_data.transform import ngrams
-from ylink_data.transform.ngram_index import NgramIndex
+from ylink_data.ops.decontaminate import CACHE_ENV, Decontaminate
+from ylink_data.text.transform import ngrams
+from ylink_data.text.transform.ngram_index import NgramIndex
 
 from .httpserver import FileServer
 from .s3server import s3_server
@@ -442,7 +442,7 @@ def test_matches_are_the_brute_force_search_s_down_to_the_item_and_the_ngram(cor
 
 _RACER = """
 import json, sys, time
-from ylink_data.stages.decontaminate import Decontaminate
+from ylink_data.ops.decontaminate import Decontaminate
 op = Decontaminate(benchmarks=json.loads(sys.argv[1]), cache_dir=sys.argv[2])
 time.sleep(max(0.0, float(sys.argv[3]) - time.time()))
 op.setup()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ylink_data.cli import build_parser
-from ylink_data.config import PipelineConfig
-from ylink_data.stages import REGISTRY, load_ops
+from ylink_data.engine.config import PipelineConfig
+from ylink_data.ops import REGISTRY, load_ops
 
 from .conftest import REPO
 

@@ -70,7 +70,7 @@ def _skip_reason(block: Block) -> str | None:
         return f"{module} is not installed"
     key = block.options.get("requires")
     if key:
-        from ylink_data.config import PipelineConfig
+        from ylink_data.engine.config import PipelineConfig
 
         model = PipelineConfig
         for part in key.split("."):

@@ -14,7 +14,7 @@ import pypdfium2 as pdfium
 import pytest
 
 import ylink_data
-from ylink_data.config import InputConfig
+from ylink_data.engine.config import InputConfig
 from ylink_data.io.readers import Split, read_split
 from ylink_data.io.readers.pdflayout import join_lines
 
@@ -301,7 +301,7 @@ def read(path: Path, **input_options) -> list:
 
 
 def test_ocr_without_tesseract_is_an_input_error_before_any_work(shared_data, monkeypatch, tmp_path):
-    from ylink_data.errors import InputError
+    from ylink_data.core.errors import InputError
     from ylink_data.io.fs import InputFile
     from ylink_data.io.readers import plan_splits
 
@@ -314,8 +314,8 @@ def test_ocr_without_tesseract_is_an_input_error_before_any_work(shared_data, mo
 
 
 def test_document_input_options_are_checked_with_their_key(tmp_path):
-    from ylink_data.config import validate_config
-    from ylink_data.errors import ConfigError
+    from ylink_data.engine.config import validate_config
+    from ylink_data.core.errors import ConfigError
 
     base = {"input": {"paths": [str(DOCS)]}, "output": {"path": str(tmp_path / "o")}}
     with pytest.raises(ConfigError, match=r"input.ocr_languages: String should match pattern"):

@@ -11,7 +11,7 @@ import unicodedata
 import pytest
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.engine.stats import check_invariant
 
 
 def _reuters(shared, n: int) -> list[str]:

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.config import RayConfig
-from ylink_data.errors import ConfigError
-from ylink_data.pipeline.submit import where_to_run
+from ylink_data.engine.config import RayConfig
+from ylink_data.core.errors import ConfigError
+from ylink_data.engine.submit import where_to_run
 
 from .chaos.processes import python, start_ylink, wait_until, ylink
 from .conftest import SAMPLES, quickstart_config
@@ -37,7 +37,7 @@ def test_importing_ylink_data_imports_no_heavy_library():
 
 def test_the_public_names_load_on_first_use():
     from ylink_data import Run, RunResult, open_run, preview_op, run, sample_rejected, write_report
-    from ylink_data.pipeline.runner import run as runner_run
+    from ylink_data.engine.runner import run as runner_run
 
     assert run is runner_run and ylink_data.run is runner_run
     assert all(callable(f) for f in (Run, RunResult, open_run, preview_op, sample_rejected, write_report))
@@ -54,7 +54,7 @@ def test_the_public_names_load_on_first_use():
     ("local", None, 2, 50, "here"), ("local", "auto", 2, 50, "here"), ("ray", None, 2, 1, "ray"),
     ("ray", None, 2, 0, "ray")])
 def test_where_a_batch_runs(execution, address, cpus, tasks, where, monkeypatch):
-    monkeypatch.setattr("ylink_data.pipeline.submit._ray_running", lambda: False)  # other tests' Ray
+    monkeypatch.setattr("ylink_data.engine.submit._ray_running", lambda: False)  # other tests' Ray
     assert where_to_run(RayConfig(execution=execution, address=address, num_cpus=cpus), tasks) == where
 
 
@@ -69,7 +69,7 @@ def test_outside_the_main_thread_batches_run_in_worker_processes(monkeypatch):
     """An op's time limit is a SIGALRM, which only the main thread gets: a run started from another
     thread (a web server's, a notebook's executor) runs its tasks in worker processes, whose main
     thread runs them, even a single task."""
-    monkeypatch.setattr("ylink_data.pipeline.submit._ray_running", lambda: False)
+    monkeypatch.setattr("ylink_data.engine.submit._ray_running", lambda: False)
     got = {}
 
     def where() -> None:
@@ -206,7 +206,7 @@ def test_a_killed_driver_takes_its_worker_processes_with_it(tmp_path):
     workers: list[int] = []
 
     def two_workers_busy() -> bool:
-        workers[:] = [pid for pid in _children(proc.pid) if "ylink_data.pipeline.workers" in _cmdline(pid)]
+        workers[:] = [pid for pid in _children(proc.pid) if "ylink_data.engine.workers" in _cmdline(pid)]
         return len(workers) == 2 and _done_markers(out, 0) >= 1
 
     wait_until(two_workers_busy, proc, "two worker processes running tasks")

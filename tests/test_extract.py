@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.config import InputConfig
-from ylink_data.errors import ConfigError
+from ylink_data.engine.config import InputConfig
+from ylink_data.core.errors import ConfigError
 from ylink_data.io.readers import Record, Split, open_split, read_split
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.schema import DOCUMENT_SCHEMA
-from ylink_data.stages import Document, build_op, validate_stages
-from ylink_data.transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES, extract_text
+from ylink_data.engine.stats import check_invariant
+from ylink_data.core.schema import DOCUMENT_SCHEMA
+from ylink_data.ops import Document, build_op, validate_stages
+from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES, extract_text
 
 from .conftest import SAMPLES, TEST_DATA, quickstart_config
 

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ylink_data.config import load_config
-from ylink_data.pipeline.runner import Runner
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.pipeline.tasks import TaskSpec, execute_task
-from ylink_data.stages import REGISTRY, DocumentSplitter, fan_out, op_class
+from ylink_data.engine.config import load_config
+from ylink_data.engine.runner import Runner
+from ylink_data.engine.stats import check_invariant
+from ylink_data.engine.tasks import TaskSpec, execute_task
+from ylink_data.ops import REGISTRY, DocumentSplitter, fan_out, op_class
 
 
 JSONL = Path(__file__).parent / "data" / "cc_en_head-0174.jsonl.gz"  # 10 real Common Crawl pages (data/SOURCE.md)

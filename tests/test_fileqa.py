@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from tests.llmserver import LLMServer, grounded_pairs
 from ylink_data import run
-from ylink_data.config import load_config
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.engine.config import load_config
+from ylink_data.engine.stats import check_invariant
 
 from .conftest import REPO
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import ylink_data
-from ylink_data.errors import RunStateError
+from ylink_data.core.errors import RunStateError
 
 from .conftest import REPO, TEST_DATA
 

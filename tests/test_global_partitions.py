@@ -10,9 +10,9 @@ import re
 import yaml
 
 import ylink_data
-from ylink_data.config import load_config
-from ylink_data.pipeline.runner import Runner
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.engine.config import load_config
+from ylink_data.engine.runner import Runner
+from ylink_data.engine.stats import check_invariant
 
 from .test_minhash_dedup import _corpus
 from .test_resume import _ylink_run

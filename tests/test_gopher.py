@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op, validate_stages
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op, validate_stages
 
 from .conftest import REPO, TEST_DATA
 

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError, InputError, RunStateError
-from ylink_data.pipeline.runner import Runner
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError, InputError, RunStateError
+from ylink_data.engine.runner import Runner
 
 from .chaos.processes import ylink
 from .conftest import SAMPLES, TEST_DATA

@@ -13,10 +13,10 @@ from rouge_score import rouge_scorer
 
 from tests.llmserver import LLMServer
 from ylink_data import run
-from ylink_data.datagen import evol, heuristics
-from ylink_data.datagen.self_instruct import parse_list
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.transform.rouge import RougePool, rouge_l, tokens
+from ylink_data.text.datagen import evol, heuristics
+from ylink_data.text.datagen.self_instruct import parse_list
+from ylink_data.engine.stats import check_invariant
+from ylink_data.text.transform.rouge import RougePool, rouge_l, tokens
 
 SEEDS = Path(__file__).resolve().parent.parent / "ylink_data" / "assets" / "seeds"
 SCORER = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)  # Self-Instruct's

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from tests.llmserver import LLMServer, judge_score
-from ylink_data.llm.config import LLMConfig
-from ylink_data.stages import build_op
-from ylink_data.stages.judge import Unparseable, parse_score, parse_winner
+from ylink_data.io.llm.config import LLMConfig
+from ylink_data.ops import build_op
+from ylink_data.ops.judge import Unparseable, parse_score, parse_winner
 
 
 def seed_rows(shared: Path, n: int) -> list[dict]:

@@ -19,11 +19,11 @@ import yaml
 
 from tests.llmserver import LLMServer, edu_score
 from ylink_data import run
-from ylink_data.config import validate_config
-from ylink_data.errors import ConfigError
-from ylink_data.llm.config import LLMConfig
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op
+from ylink_data.engine.config import validate_config
+from ylink_data.core.errors import ConfigError
+from ylink_data.io.llm.config import LLMConfig
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op
 
 from .conftest import REPO, SAMPLES
 

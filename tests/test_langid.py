@@ -19,10 +19,10 @@ import pytest
 
 import ylink_data
 from ylink_data.cli import main as ylink_main
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.schema import DOCUMENT_SCHEMA
-from ylink_data.stages import op_class
-from ylink_data.transform import langid
+from ylink_data.engine.stats import check_invariant
+from ylink_data.core.schema import DOCUMENT_SCHEMA
+from ylink_data.ops import op_class
+from ylink_data.text.transform import langid
 
 from .conftest import TEST_DATA
 

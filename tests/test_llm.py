@@ -10,13 +10,13 @@ import threading
 import pytest
 
 from tests.llmserver import UNUSABLE, LLMServer, llm_server  # noqa: F401 -- the fixture
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError
-from ylink_data.llm.cache import CachedAnswer, ResponseCache, request_key
-from ylink_data.llm.client import LLMClient
-from ylink_data.llm.config import LLMConfig
-from ylink_data.pipeline.runner import _fingerprint_params
-from ylink_data.redaction import MASK, Redactor, redact_text
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError
+from ylink_data.io.llm.cache import CachedAnswer, ResponseCache, request_key
+from ylink_data.io.llm.client import LLMClient
+from ylink_data.io.llm.config import LLMConfig
+from ylink_data.engine.runner import _fingerprint_params
+from ylink_data.core.redaction import MASK, Redactor, redact_text
 
 KEY = "ylinktest-abcdefghij0123456789"  # no well-known token shape: only knowing it masks it
 

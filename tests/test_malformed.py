@@ -21,8 +21,8 @@ import zstandard
 
 import ylink_data
 from ylink_data.io.readers import Bad, Record
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.schema import document_id
+from ylink_data.engine.stats import check_invariant
+from ylink_data.core.schema import document_id
 
 from .conftest import REPO, SAMPLES
 from .test_readers import (CC2020, JSONL_GZ, expected_jsonl_records, jsonl_lines, read_all, records,

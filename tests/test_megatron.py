@@ -16,8 +16,8 @@ import yaml
 from tokenizers import Tokenizer
 
 import ylink_data
-from ylink_data.errors import ConfigError
-from ylink_data.manifest import read_manifest
+from ylink_data.core.errors import ConfigError
+from ylink_data.io.manifest import read_manifest
 
 from .chaos.processes import needs_mount_namespace, ylink, ylink_in_mount_namespace
 from .conftest import quickstart_config

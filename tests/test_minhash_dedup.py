@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
-from ylink_data.dedup.components import connected_components, write_edges
-from ylink_data.dedup.minhash import shingles
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.transform.units import unit_languages
+from ylink_data.text.dedup.components import connected_components, write_edges
+from ylink_data.text.dedup.minhash import shingles
+from ylink_data.engine.stats import check_invariant
+from ylink_data.text.transform.units import unit_languages
 
 from .test_gopher import thucnews
 
@@ -229,20 +229,20 @@ def test_incremental_dedup_against_a_saved_index(ray_session, shared_data, tmp_p
     assert dropped.column("dup_cluster_id").to_pylist() == dropped.column("dup_of").to_pylist()
     meta2 = json.loads((tmp_path / "index-2" / "index.json").read_text())
     assert meta2["documents"] == kept_one.num_rows + kept_two.num_rows
-    with pytest.raises(ylink_data.errors.InputError, match="was built with num_perm=128 .this op: 64."):
+    with pytest.raises(ylink_data.core.errors.InputError, match="was built with num_perm=128 .this op: 64."):
         _run(tmp_path, "three", later, index=str(index), num_perm=64)
     # an index file changed since it was saved (same size, bytes flipped) is refused, not trusted
     key_file = next(index.glob("keys-*.parquet"))
     data = bytearray(key_file.read_bytes())
     data[len(data) // 2] ^= 0xFF
     key_file.write_bytes(bytes(data))
-    with pytest.raises(ylink_data.errors.InputError, match=r"keys-.*\.parquet does not match the sha256"):
+    with pytest.raises(ylink_data.core.errors.InputError, match=r"keys-.*\.parquet does not match the sha256"):
         _run(tmp_path, "four", later, index=str(index))
 
 
 def test_near_duplicates_in_memory_matches_the_op(ray_session, shared_data, tmp_path):
     """The notebook function and the pipeline op find the same clusters."""
-    from ylink_data.dedup import near_duplicates
+    from ylink_data.text.dedup import near_duplicates
 
     texts, langs = _corpus(shared_data, 80)
     labels = near_duplicates(texts)

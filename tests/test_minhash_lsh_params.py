@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from datasketch.lsh import _optimal_param as datasketch_optimal_param
 
-from ylink_data.dedup.minhash import lsh_params
+from ylink_data.text.dedup.minhash import lsh_params
 
 
 @pytest.mark.parametrize("num_perm", [2, 16, 64, 128, 256])

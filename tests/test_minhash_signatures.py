@@ -1,4 +1,4 @@
-"""MinHash signatures (ylink_data.dedup.minhash) on real text: equal to datasketch's for the same
+"""MinHash signatures (ylink_data.text.dedup.minhash) on real text: equal to datasketch's for the same
 shingles, the same in another process, estimates as close to the exact Jaccard as num_perm allows,
 character shingles for Chinese and word shingles for English, datasketch's LSH parameters."""
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
-from ylink_data.dedup import (estimate_jaccard, from_datasketch, hash32, is_empty, lsh_params, normalize,
+from ylink_data.text.dedup import (estimate_jaccard, from_datasketch, hash32, is_empty, lsh_params, normalize,
                               shingle_hashes, shingle_unit, shingles, signatures, to_datasketch)
-from ylink_data.dedup.minhash import sha1_hash32
+from ylink_data.text.dedup.minhash import sha1_hash32
 
 from .conftest import REPO, TEST_DATA
 
@@ -116,7 +116,7 @@ def test_sha1_hashfunc_equals_datasketch_defaults():
 def test_long_documents_and_small_groups_give_the_same_signatures(monkeypatch):
     """Batches are cut into groups of code points and blocks of shingles; where the cuts fall must
     not change any signature (a document longer than a group, or than a block, included)."""
-    from ylink_data.dedup import minhash
+    from ylink_data.text.dedup import minhash
 
     long_doc = "\n\n".join(bundled_english() * 4)
     assert len(long_doc) > 1 << 17          # longer than the hashing groups and the cached powers
@@ -167,7 +167,7 @@ def test_same_signatures_in_another_process():
     langs = ["en"] * len(bundled_english()) + ["zh"] * len(bundled_chinese())
     here = hashlib.sha256(signatures(texts, langs).tobytes()).hexdigest()
     code = ("import json, sys, hashlib\n"
-            "from ylink_data.dedup import signatures\n"
+            "from ylink_data.text.dedup import signatures\n"
             "texts, langs = json.load(sys.stdin)\n"
             "print(hashlib.sha256(signatures(texts, langs).tobytes()).hexdigest())\n")
     for hash_seed in ("1", "12345"):

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.dedup.minhash import shingles
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.transform.units import unit_languages
+from ylink_data.text.dedup.minhash import shingles
+from ylink_data.engine.stats import check_invariant
+from ylink_data.text.transform.units import unit_languages
 
 from .test_gopher import thucnews
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ylink_data.cli import main
-from ylink_data.manifest import read_manifest
+from ylink_data.io.manifest import read_manifest
 
 from .s3server import s3_server
 from .shardruns import write_run

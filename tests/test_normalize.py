@@ -23,14 +23,14 @@ import pytest
 from opencc import OpenCC
 
 import ylink_data
-from ylink_data.errors import ConfigError
+from ylink_data.core.errors import ConfigError
 from ylink_data.io.readers.base import Record, Split
 from ylink_data.io.readers.warc import read_warc
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.schema import DOCUMENT_SCHEMA
-from ylink_data.stages import validate_stages
-from ylink_data.stages.normalize import Normalize
-from ylink_data.transform.normalize import FTFY_CONFIG, fix_mojibake, may_hold_mojibake
+from ylink_data.engine.stats import check_invariant
+from ylink_data.core.schema import DOCUMENT_SCHEMA
+from ylink_data.ops import validate_stages
+from ylink_data.ops.normalize import Normalize
+from ylink_data.text.transform.normalize import FTFY_CONFIG, fix_mojibake, may_hold_mojibake
 
 from .conftest import SAMPLES, TEST_DATA
 

@@ -8,10 +8,10 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from ylink_data.config import load_config
-from ylink_data.pipeline.runner import Runner
-from ylink_data.pipeline.tasks import TaskSpec, execute_task
-from ylink_data.stages import REGISTRY, DocumentFilter, DocumentMapper, op_class, validate_stages
+from ylink_data.engine.config import load_config
+from ylink_data.engine.runner import Runner
+from ylink_data.engine.tasks import TaskSpec, execute_task
+from ylink_data.ops import REGISTRY, DocumentFilter, DocumentMapper, op_class, validate_stages
 
 from .conftest import SAMPLES
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError, InputError
-from ylink_data.pipeline.runner import Runner
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError, InputError
+from ylink_data.engine.runner import Runner
 
 from .conftest import SAMPLES
 from .httpserver import FileServer

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.schema import DOCUMENT_SCHEMA
-from ylink_data.stages import validate_stages
-from ylink_data.stages.pii import Pii
-from ylink_data.transform.pii import PII_TYPES, PiiRedactor, card_valid, cn_id_valid, luhn_valid
+from ylink_data.engine.stats import check_invariant
+from ylink_data.core.schema import DOCUMENT_SCHEMA
+from ylink_data.ops import validate_stages
+from ylink_data.ops.pii import Pii
+from ylink_data.text.transform.pii import PII_TYPES, PiiRedactor, card_valid, cn_id_valid, luhn_valid
 
 from .conftest import TEST_DATA
 
@@ -257,7 +257,7 @@ def test_counters_types_and_placeholders():
     assert name == "pii" and tuple(params["types"]) == ("phone",) and params["phone_placeholder"] == "<TEL>"
     (_, params), = validate_stages(["pii"])
     assert tuple(params["types"]) == PII_TYPES and params["card_placeholder"] == "<CARD>"
-    from ylink_data.errors import ConfigError
+    from ylink_data.core.errors import ConfigError
     with pytest.raises(ConfigError, match="types"):
         validate_stages([{"pii": {"types": ["ssn"]}}])
 

@@ -15,8 +15,8 @@ import pytest
 from tests.llmserver import LLMServer
 from tests.test_judge import responses_table, seed_rows
 from ylink_data.io.preference import write_preference_jsonl, write_prompts_jsonl
-from ylink_data.pipeline.tasks import whole_groups
-from ylink_data.stages import build_op
+from ylink_data.engine.tasks import whole_groups
+from ylink_data.ops import build_op
 
 
 def judged(shared, seed: int, groups: int = 40) -> pa.Table:
@@ -138,7 +138,7 @@ def test_datagen_pipeline_validates_without_calling_a_model(monkeypatch, capsys)
     """`ylink validate pipelines/datagen.yaml` checks the whole config, the judge's own `llm:`
     included, and sends no request: the server behind YLINK_LLM_BASE_URL hears nothing."""
     from ylink_data.cli import main
-    from ylink_data.stages import op_class
+    from ylink_data.ops import op_class
 
     try:
         op_class("respond"), op_class("instruct_generate")
@@ -157,7 +157,7 @@ def test_datagen_pipeline_validates_without_calling_a_model(monkeypatch, capsys)
 
 def test_env_default_in_config(monkeypatch, tmp_path):
     """`${VAR:-default}`: the default when VAR is unset or empty, VAR's value (masked) otherwise."""
-    from ylink_data.config import load_config
+    from ylink_data.engine.config import load_config
 
     cfg = {"input": {"paths": [str(tmp_path)]}, "output": {"path": str(tmp_path / "out")},
            "llm": {"base_url": "${YLINK_TEST_URL:-http://127.0.0.1:9/v1}", "model": "m"}, "stages": []}

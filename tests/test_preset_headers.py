@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.config import BUNDLED_PRESETS, load_config
+from ylink_data.engine.config import BUNDLED_PRESETS, load_config
 
 from .conftest import SAMPLES
 

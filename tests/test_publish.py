@@ -2,7 +2,7 @@
 a part of LINKED_PART_BYTES or more a shard of its own (linked, never rewritten)."""
 from __future__ import annotations
 
-from ylink_data.pipeline.publish import LINKED_PART_BYTES, pack_shards
+from ylink_data.engine.publish import LINKED_PART_BYTES, pack_shards
 
 MIB = 1 << 20
 

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError, InputError
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError, InputError
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op
 
 from .conftest import TEST_DATA
 from .test_gopher import PRESETS, thucnews

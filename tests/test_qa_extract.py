@@ -18,8 +18,8 @@ import unicodedata
 
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.transform.qa import clean, text_pairs
+from ylink_data.engine.stats import check_invariant
+from ylink_data.text.transform.qa import clean, text_pairs
 
 FAQ = "documents/html_faq"
 NO_FAQ_PAGE = "trafilatura_eval/tests/eval/plantcaretoday.com.bougainvillea.html"  # no schema.org Question
@@ -154,8 +154,8 @@ def test_pattern_forms_and_cleaning():
 
 
 def test_html_goes_to_markup_and_text_to_the_text_rules():
-    from ylink_data.stages import build_op
-    from ylink_data.stages.base import Document
+    from ylink_data.ops import build_op
+    from ylink_data.ops.base import Document
 
     op = build_op("qa_extract", {})
     page = ('<html><head><script type="application/ld+json">{"@type": "FAQPage", "mainEntity": [{"@type": '

@@ -12,9 +12,9 @@ import pytest
 
 from tests.llmserver import LLMServer, grounded_pairs
 from ylink_data import run
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages.qa_generate import parse_pairs, Unparseable
-from ylink_data.transform import grounding
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops.qa_generate import parse_pairs, Unparseable
+from ylink_data.text.transform import grounding
 
 KEY = "ylinktest-0123456789abcdefghij"  # no well-known token shape: masked only as the value read from ${VAR}
 

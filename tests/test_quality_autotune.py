@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ylink_data.quality import QualityModel, model_line, train_classifier
-from ylink_data.quality.autotune import FOLDS, MAX_CANDIDATES, Trial, candidates, choose, estimated_seconds, plan
-from ylink_data.quality.preprocess import STRUCTURE_MARKS, structure_tokens
+from ylink_data.text.quality import QualityModel, model_line, train_classifier
+from ylink_data.text.quality.autotune import FOLDS, MAX_CANDIDATES, Trial, candidates, choose, estimated_seconds, plan
+from ylink_data.text.quality.preprocess import STRUCTURE_MARKS, structure_tokens
 
 DEFAULTS = {"epoch": 10, "lr": 0.2, "wordNgrams": 2, "minCount": 2, "structure": False}
 
@@ -77,7 +77,7 @@ def test_the_search_picks_the_shape_where_it_tells_the_classes_apart(shared_data
     model = QualityModel.load(str(out))
     assert model.structure is True
     texts = [json.loads(line)["text"] for line in good.read_text(encoding="utf-8").splitlines()][:50]
-    from ylink_data.quality.preprocess import model_lines
+    from ylink_data.text.quality.preprocess import model_lines
 
     fed = model.scores_of_lines(model_lines(texts, "zh", None, True))
     assert np.array_equal(model.scores(texts, "zh"), fed)  # scoring feeds the shape it was trained on

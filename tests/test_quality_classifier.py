@@ -11,9 +11,9 @@ import pyarrow.compute as pc
 import pytest
 
 import ylink_data
-from ylink_data.errors import ConfigError
-from ylink_data.config import load_config
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.core.errors import ConfigError
+from ylink_data.engine.config import load_config
+from ylink_data.engine.stats import check_invariant
 
 from .conftest import SHARED_DATA
 from .s3server import s3_server
@@ -29,7 +29,7 @@ def _reuters(shared, n):
 def model_path(tmp_path_factory):
     """A small real classifier from `ylink quality train`'s function: THUCNews news and Reuters
     (good) against the ChineseWebText pages (bad)."""
-    from ylink_data.quality.train import train_classifier
+    from ylink_data.text.quality.train import train_classifier
 
     if not SHARED_DATA.is_dir():
         pytest.skip(f"research-only data not found at {SHARED_DATA} (CI always has ../shared/data)")

@@ -18,10 +18,10 @@ import pytest
 from tests.llmserver import LLMServer, edu_score
 from tests.test_judge_edu import reuters, thucnews
 from ylink_data import run
-from ylink_data.pipeline.flow import load_flow, run_flow
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.quality import QualityModel
-from ylink_data.quality.train import roc_auc, spearman, train_from_run
+from ylink_data.engine.flow import load_flow, run_flow
+from ylink_data.engine.stats import check_invariant
+from ylink_data.text.quality import QualityModel
+from ylink_data.text.quality.train import roc_auc, spearman, train_from_run
 
 from .conftest import REPO, SHARED_DATA
 
@@ -141,8 +141,8 @@ def test_a_graded_model_predicts_the_expected_score(corpus, tmp_path, ray_sessio
     assert scores.min() >= 0 and scores.max() <= 5 and scores.std() > 0.3
     assert spearman(scores, np.array([edu_score(t) for t in texts])) > 0.3
     # quality_classifier thresholds live on the model's scale: 3 is valid here, 6 is not.
-    from ylink_data.errors import InputError
-    from ylink_data.stages import build_op
+    from ylink_data.core.errors import InputError
+    from ylink_data.ops import build_op
 
     op = build_op("quality_classifier", {"model": str(tmp_path / "graded.bin"), "min_score": 3})
     op.setup()
@@ -169,7 +169,7 @@ def test_quality_train_from_a_run_on_the_command_line(corpus, tmp_path):
     sets = [f"--set={kv}" for kv in _flow_overrides(corpus, tmp_path)]
     r = subprocess.run(ylink + ["validate", str(FLOW), *sets], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "a flow of 3 steps" in r.stdout, r.stderr
-    from ylink_data.errors import ConfigError
+    from ylink_data.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="this is a flow"):  # the one-pipeline API says what to use
         run(str(FLOW))

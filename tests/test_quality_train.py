@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ylink_data.errors import InputError
-from ylink_data.quality import QualityModel, model_line, model_lines, train_classifier
-from ylink_data.quality.train import chunk, public_url, roc_auc
+from ylink_data.core.errors import InputError
+from ylink_data.text.quality import QualityModel, model_line, model_lines, train_classifier
+from ylink_data.text.quality.train import chunk, public_url, roc_auc
 
 REPO = Path(__file__).resolve().parent.parent
 YLINK = Path(sys.executable).parent / "ylink"
@@ -55,8 +55,8 @@ def test_preprocessing_segments_chinese_and_flattens_english():
 
 def test_chinese_words_are_jiebas_words(shared_data):
     # rjieba (what preprocessing uses) against jieba itself, HMM off, on the prefixes the model reads
-    from ylink_data.quality.preprocess import PREFIX_CHARS
-    from ylink_data.transform.units import _jieba
+    from ylink_data.text.quality.preprocess import PREFIX_CHARS
+    from ylink_data.text.transform.units import _jieba
 
     with open(shared_data / "zh_thucnews_cnews/cnews.val.txt", encoding="utf-8") as f:
         news = [line.partition("\t")[2] for line in f][:300]

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
-from ylink_data.errors import RunStateError
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.core.errors import RunStateError
+from ylink_data.engine.stats import check_invariant
 
 from .conftest import QUICKSTART, REPO, quickstart_config
 

@@ -22,8 +22,8 @@ import pytest
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
-from ylink_data.config import InputConfig
-from ylink_data.errors import InputError
+from ylink_data.engine.config import InputConfig
+from ylink_data.core.errors import InputError
 from ylink_data.io.charset import decode_html
 from ylink_data.io.fs import InputFile, expand_paths
 from ylink_data.io.readers import (Bad, Record, Skip, Split, group_splits, open_split, plan_splits,

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
-from ylink_data.errors import ConfigError, YlinkError
+from ylink_data.core.errors import ConfigError, YlinkError
 from ylink_data.explore import preview_op, sample_rejected
 from ylink_data.report import write_report
 from ylink_data.report.gather import gather

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 
 from tests.llmserver import REFUSALS, LLMServer
 from ylink_data import run
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages.instruction_filter import InstructionFilter
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops.instruction_filter import InstructionFilter
 
 SEEDS = Path(__file__).resolve().parent.parent / "ylink_data" / "assets" / "seeds"
 

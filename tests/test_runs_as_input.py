@@ -9,8 +9,8 @@ import json
 import pytest
 
 import ylink_data
-from ylink_data.errors import InputError
-from ylink_data.llm.cache import CachedAnswer, ResponseCache, request_key
+from ylink_data.core.errors import InputError
+from ylink_data.io.llm.cache import CachedAnswer, ResponseCache, request_key
 
 
 def _first_run(out, shared_data, start: int, n: int = 300):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.errors import InputError
+from ylink_data.core.errors import InputError
 
 from .conftest import REPO, SAMPLES, quickstart_config
 from .s3server import s3_server

@@ -17,15 +17,15 @@ import pytest
 from tokenizers import Tokenizer
 
 import ylink_data
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError, InputError
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError, InputError
 from ylink_data.io.readers.base import Bad, Record, Split
 from ylink_data.io.readers.jsonl import read_jsonl, record_from_mapping
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages.sft import SftTokenize
-from ylink_data.tokens.chat import to_messages
-from ylink_data.tokens.pack import IGNORE_INDEX, PackedBatches, pack, plan_bins
-from ylink_data.tokens.sft import load_chat_template, render_with_spans
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops.sft import SftTokenize
+from ylink_data.text.tokens.chat import to_messages
+from ylink_data.text.tokens.pack import IGNORE_INDEX, PackedBatches, pack, plan_bins
+from ylink_data.text.tokens.sft import load_chat_template, render_with_spans
 
 from .conftest import REPO
 

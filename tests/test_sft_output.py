@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 import ylink_data
-from ylink_data.errors import YlinkError
-from ylink_data.manifest import read_manifest
+from ylink_data.core.errors import YlinkError
+from ylink_data.io.manifest import read_manifest
 
 FAQ_PAGES = "documents/html_faq/recipe_scrapers"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ylink_data.config import load_config
-from ylink_data.pipeline.runner import Runner
-from ylink_data.pipeline.stage_warnings import stage_warnings
-from ylink_data.stages import REGISTRY, load_ops
+from ylink_data.engine.config import load_config
+from ylink_data.engine.runner import Runner
+from ylink_data.engine.stage_warnings import stage_warnings
+from ylink_data.ops import REGISTRY, load_ops
 
 from .conftest import REPO, SAMPLES
 

@@ -23,8 +23,8 @@ from ylink_data.cache.download import DownloadError
 from ylink_data.cache.order import Partition
 from ylink_data.cache.position import merge_states
 from ylink_data.cache.tokens import TokenLoader
-from ylink_data.errors import InputError
-from ylink_data.tokens.load import load_tokenizer
+from ylink_data.core.errors import InputError
+from ylink_data.text.tokens.load import load_tokenizer
 
 from .conftest import REPO
 from .s3server import s3_server

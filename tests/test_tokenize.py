@@ -15,9 +15,9 @@ import pytest
 from tokenizers import Tokenizer
 
 import ylink_data
-from ylink_data.errors import ConfigError, InputError
-from ylink_data.stages.tokenize import Tokenize
-from ylink_data.tokens.train import train_on_texts
+from ylink_data.core.errors import ConfigError, InputError
+from ylink_data.ops.tokenize import Tokenize
+from ylink_data.text.tokens.train import train_on_texts
 
 from .conftest import SAMPLES, SHARED_DATA, TEST_DATA, quickstart_config
 from .httpserver import FileServer

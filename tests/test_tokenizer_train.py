@@ -13,7 +13,7 @@ import pytest
 from tokenizers import Tokenizer, decoders
 
 from ylink_data.cli import main
-from ylink_data.tokens.train import MIN_VOCAB, sample, train_on_texts
+from ylink_data.text.tokens.train import MIN_VOCAB, sample, train_on_texts
 
 from .conftest import SAMPLES, TEST_DATA
 from .shardruns import write_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from ylink_data.transform import units
+from ylink_data.text.transform import units
 
 
 def _real_pieces(shared_data) -> set[str]:

@@ -15,10 +15,10 @@ import yaml
 from warcio.archiveiterator import ArchiveIterator
 
 import ylink_data
-from ylink_data.errors import ConfigError, InputError
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op, validate_stages
-from ylink_data.stages.url_filter import split_url
+from ylink_data.core.errors import ConfigError, InputError
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op, validate_stages
+from ylink_data.ops.url_filter import split_url
 
 from .conftest import REPO, SAMPLES
 

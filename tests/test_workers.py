@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from ylink_data.pipeline.workers import RemoteError, RemoteTraceback, WorkerPool
+from ylink_data.engine.workers import RemoteError, RemoteTraceback, WorkerPool
 
 
 def where_am_i(k: int) -> tuple[int, int, bool, str | None]:

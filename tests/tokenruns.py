@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
-from ylink_data.tokens.encode import encode_texts
-from ylink_data.tokens.load import load_tokenizer
-from ylink_data.tokens.megatron import megatron_section, write_pair
+from ylink_data.text.tokens.encode import encode_texts
+from ylink_data.text.tokens.load import load_tokenizer
+from ylink_data.io.megatron.write import megatron_section, write_pair
 
 from .shardruns import crawl_documents
 

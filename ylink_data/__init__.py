@@ -4,18 +4,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ylink_data.core.version import __version__
 
 # The public names load on first use (PEP 562): `import ylink_data` stays light for a child process
 # that imports one module of the package (extract's), a notebook and every `ylink` command.
-_PUBLIC = {"run": ".pipeline.runner", "RunResult": ".pipeline.runner", "open_run": ".runs", "Run": ".runs",
+_PUBLIC = {"run": ".engine.runner", "RunResult": ".engine.runner", "open_run": ".io.runs", "Run": ".io.runs",
            "write_report": ".report", "preview_op": ".explore", "sample_rejected": ".explore"}
 
 if TYPE_CHECKING:
-    from .explore import preview_op, sample_rejected
-    from .pipeline.runner import RunResult, run
-    from .report import write_report
-    from .runs import Run, open_run
+    from ylink_data.explore import preview_op, sample_rejected
+    from ylink_data.engine.runner import RunResult, run
+    from ylink_data.report import write_report
+    from ylink_data.io.runs import Run, open_run
 
 
 def __getattr__(name: str) -> Any:

@@ -1,3 +1,3 @@
-from .cli import main
+from ylink_data.cli import main
 
 raise SystemExit(main())

@@ -11,7 +11,7 @@ What a preview can say: kept documents carry their final text (after every op of
 document in `rejected/` its text when it was dropped. A document the run dropped at an earlier stage
 than the op never reached it; it is counted as `not reached` and left out of the comparison. An op
 that is not in the run is compared as if it came last. Ops that need the whole corpus (dedup, a
-`top_fraction` classifier) cannot be previewed on a sample: use `ylink_data.dedup.near_duplicates`.
+`top_fraction` classifier) cannot be previewed on a sample: use `ylink_data.text.dedup.near_duplicates`.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from typing import Any, Iterator, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import YlinkError
-from .report.sampling import iter_batches, reason_mask, rejected_files, sample_tables
-from .runs import Run, open_run
-from .schema import DOCUMENT_SCHEMA
+from ylink_data.core.errors import YlinkError
+from ylink_data.report.sampling import iter_batches, reason_mask, rejected_files, sample_tables
+from ylink_data.io.runs import Run, open_run
+from ylink_data.core.schema import DOCUMENT_SCHEMA
 
 # "auto" (preview_op's default): kept and rejected documents when the run kept its rejected/ (what a
 # loosened threshold brings back is there), kept ones only otherwise, said in the result. "all" is
@@ -154,7 +154,7 @@ def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[st
     `source="auto"` samples kept and rejected documents when the run has rejected/ (run with
     `output.keep_rejected: true`), so a loosened threshold shows what it brings back (`newly_kept`);
     without rejected/ it samples kept documents and says so in `note`."""
-    from .stages import build_op, op_class, validate_stages
+    from ylink_data.ops import build_op, op_class, validate_stages
 
     run = None if isinstance(run_or_table, pa.Table) else _open(run_or_table)
     base = _run_params(run, op_name) if run is not None else {}
@@ -162,7 +162,7 @@ def preview_op(run_or_table: Run | str | pa.Table, op_name: str, params: dict[st
     ((name, full),) = validate_stages([{op_name: {**base, **changed}}])
     if op_class(name).is_global(full) or not hasattr(op_class(name), "process"):
         raise YlinkError(f"{op_name} needs the whole corpus and cannot be previewed on a sample "
-                         "(for near duplicates of a sample: ylink_data.dedup.near_duplicates)")
+                         "(for near duplicates of a sample: ylink_data.text.dedup.near_duplicates)")
     if run is None:
         assert isinstance(run_or_table, pa.Table)
         sample = sample_tables([run_or_table], n, seed) if run_or_table.num_rows else run_or_table

@@ -39,11 +39,11 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .cache.loader import ShardLoader
-from .cache.order import BLOCK_ROWS, WINDOW_BLOCKS
-from .cache.position import merge_states
-from .cache.tokens import TokenLoader
-from .manifest import read_manifest
+from ylink_data.cache.loader import ShardLoader
+from ylink_data.cache.order import BLOCK_ROWS, WINDOW_BLOCKS
+from ylink_data.cache.position import merge_states
+from ylink_data.cache.tokens import TokenLoader
+from ylink_data.io.manifest import read_manifest
 
 
 class _LoaderDataset(IterableDataset):

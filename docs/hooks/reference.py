@@ -1,7 +1,7 @@
 """MkDocs hook: the reference pages are printed from the code at build time, so they cannot drift:
-reference/ops.md from the op registry (`ylink_data.stages.describe`, what `ylink ops NAME` prints),
+reference/ops.md from the op registry (`ylink_data.ops.describe`, what `ylink ops NAME` prints),
 reference/config.md from the pydantic config schema (types, bounds and defaults, and the comments
-written beside each field in ylink_data/config.py), reference/cli.md from the argparse parser
+written beside each field in ylink_data/engine/config.py), reference/cli.md from the argparse parser
 (`ylink_data.cli.build_parser`). The Python API page uses mkdocstrings (docs/reference/api.md)."""
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _cell(text: str) -> str:
 
 
 def ops_page() -> str:
-    from ylink_data.stages.describe import describe_op, op_names
+    from ylink_data.ops.describe import describe_op, op_names
 
     infos = [describe_op(n) for n in op_names()]
     lines = ["# Ops", "",
@@ -46,7 +46,7 @@ def ops_page() -> str:
              "`ylink validate` checks.", "", "| op | what it does |", "| --- | --- |"]
     lines += [f"| [`{i.name}`](#{i.name}) | {_cell(i.summary)} |" for i in infos]
     for i in infos:
-        lines += ["", f"## {i.name}", "", f"`ylink_data/stages/{i.family}.py`", ""]
+        lines += ["", f"## {i.name}", "", f"`ylink_data/ops/{i.family}.py`", ""]
         if i.params:
             lines += ["| parameter | type | bounds | default |", "| --- | --- | --- | --- |"]
             lines += [f"| `{p.name}` | `{_cell(p.type)}` | {_cell(p.bounds) or '-'} | `{_cell(p.default)}` |"
@@ -75,11 +75,11 @@ def _indent(text: str) -> str:
 def config_page() -> str:
     from pydantic import BaseModel
 
-    from ylink_data.config import PipelineConfig
+    from ylink_data.engine.config import PipelineConfig
 
     lines = ["# Config keys", "",
              "Every key of a pipeline YAML, printed from the schema `ylink validate` checks "
-             "(`ylink_data/config.py`) when this site is built; the notes are the comments written beside "
+             "(`ylink_data/engine/config.py`) when this site is built; the notes are the comments written beside "
              "each field there. `--set KEY=VALUE` overrides any of them by the dotted path.", "",
              "| key | type | bounds | default | notes |", "| --- | --- | --- | --- | --- |"]
 
@@ -88,7 +88,7 @@ def config_page() -> str:
         for name, field in model.model_fields.items():
             if field.exclude:
                 continue
-            from ylink_data.stages.describe import default_text, type_and_bounds
+            from ylink_data.ops.describe import default_text, type_and_bounds
 
             type_text, bounds = type_and_bounds(field.annotation, field.metadata)
             default = "required" if field.is_required() else (

@@ -22,14 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
-from ylink_data.config import InputConfig, load_config
-from ylink_data.errors import InputError
+from ylink_data.engine.config import InputConfig, load_config
+from ylink_data.core.errors import InputError
 from ylink_data.io.readers import Bad, Record, Split, read_split
 from ylink_data.io.readers import jsonl as jsonl_reader
-from ylink_data.pipeline.runner import Runner
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.pipeline.tasks import TaskSpec, execute_task
-from ylink_data.schema import document_id
+from ylink_data.engine.runner import Runner
+from ylink_data.engine.stats import check_invariant
+from ylink_data.engine.tasks import TaskSpec, execute_task
+from ylink_data.core.schema import document_id
 
 from ..conftest import REPO, SAMPLES, TEST_DATA
 from .test_readers_everywhere import first_html_page

@@ -18,7 +18,7 @@ import pytest
 
 from ylink_data.cache import ShardLoader
 from ylink_data.cache.mount import RunTree
-from ylink_data.errors import YlinkError
+from ylink_data.core.errors import YlinkError
 
 from ..httpserver import FileServer
 from ..test_cache_mount import _force_unmount, _mounted, _stop, fuse_ok  # noqa: F401 -- fuse_ok: a fixture

@@ -2,7 +2,7 @@
 `{"path": "../../../../etc/shadow", "bytes": 64, "sha256": ""}` made `ylink cache warm` copy the
 file's first bytes into the cache as a "verified" shard, `ShardLoader` read it too, and over HTTP
 `data/../../other-run/...` fetched another run's shard. Every manifest is now checked in one place
-(`ylink_data.manifest`) before any shard is read, by warm, the loader, the mount and `open_run` alike; and
+(`ylink_data.io.manifest`) before any shard is read, by warm, the loader, the mount and `open_run` alike; and
 a loader without `cache_dir` verifies size and sha256 as the cache does, hashing a local shard once
 per process while its file is unchanged.
 
@@ -20,7 +20,7 @@ import pytest
 import ylink_data
 from ylink_data.cache import ShardLoader, verified
 from ylink_data.cache.mount import RunTree
-from ylink_data.errors import YlinkError
+from ylink_data.core.errors import YlinkError
 
 from ..httpserver import FileServer
 from ..test_cache_mount import _force_unmount, _mounted, fuse_ok  # noqa: F401 -- fuse_ok: a fixture

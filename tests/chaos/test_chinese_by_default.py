@@ -18,10 +18,10 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.dedup.minhash import shingle_unit
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op
-from ylink_data.transform import units
+from ylink_data.text.dedup.minhash import shingle_unit
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op
+from ylink_data.text.transform import units
 
 from ..langid_lines import _main_text
 
@@ -108,7 +108,7 @@ SHORT_LIMIT_S = 0.25
 _FIRST_BATCHES = r"""
 import json, sys
 import pyarrow as pa
-from ylink_data.stages import build_op
+from ylink_data.ops import build_op
 name, limit = sys.argv[1], float(sys.argv[2])
 texts = json.loads(sys.stdin.read())
 table = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts, "lang": pa.nulls(len(texts), pa.string())})
@@ -159,8 +159,8 @@ def test_a_japanese_document_gets_the_same_units_with_lang_and_by_script(shared_
 def test_quality_units_and_minhash_shingles_follow_one_mapping(shared_data):
     """For every real document, with its language from language ID or without one, the quality rules
     count Chinese units exactly where MinHash cuts character shingles."""
-    from ylink_data.stages.minhash_dedup import MinHashDedup
-    from ylink_data.transform.langid import predict
+    from ylink_data.ops.minhash_dedup import MinHashDedup
+    from ylink_data.text.transform.langid import predict
 
     texts = chinese_news(shared_data, 50) + english_news(shared_data, 50) + [japanese_news(shared_data)]
     codes, _ = predict(texts)

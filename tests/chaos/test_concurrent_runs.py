@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.errors import RunStateError
-from ylink_data.pipeline.layout import RunLayout
-from ylink_data.pipeline.lock import Holder, Lease, LocalLock
+from ylink_data.core.errors import RunStateError
+from ylink_data.io.layout import RunLayout
+from ylink_data.engine.lock import Holder, Lease, LocalLock
 
 from ..conftest import quickstart_config
 from ..s3server import s3_server
@@ -107,8 +107,8 @@ def test_a_run_killed_while_holding_the_folder_never_blocks_the_rerun(tmp_path):
 
 _FORK_THEN_DIE = """
 import os, sys, time
-from ylink_data.pipeline.layout import RunLayout
-from ylink_data.pipeline.lock import LocalLock
+from ylink_data.io.layout import RunLayout
+from ylink_data.engine.lock import LocalLock
 LocalLock(RunLayout.for_url(sys.argv[1], {})).acquire(print)
 child = os.fork()
 if child == 0:

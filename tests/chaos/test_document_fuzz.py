@@ -25,7 +25,7 @@ from pathlib import Path
 from lxml import etree
 
 import ylink_data
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.engine.stats import check_invariant
 
 from ..conftest import REPO, SAMPLES
 from .test_readers_everywhere import first_html_page

@@ -20,10 +20,10 @@ import pytest
 
 import ylink_data
 from ylink_data.io.charset import decode_html
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.stages import build_op
-from ylink_data.stages.base import Document
-from ylink_data.transform.extract import extract_with_engine
+from ylink_data.engine.stats import check_invariant
+from ylink_data.ops import build_op
+from ylink_data.ops.base import Document
+from ylink_data.text.transform.extract import extract_with_engine
 
 # Each takes minutes in the extractor without a hard bound (measured in-process, bench/RESULTS.md:
 # the nested <div>s and the <b><div> pairs in Resiliparse's renderer, the distinct <font>s already
@@ -149,7 +149,7 @@ def extractor_children() -> list[int]:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
         state = stat.rsplit(")", 1)[1].split()[0]
-        if parent == os.getpid() and state != "Z" and b"ylink_data.transform.extract_process" in cmdline:
+        if parent == os.getpid() and state != "Z" and b"ylink_data.text.transform.extract_process" in cmdline:
             found.append(int(entry.name))
     return found
 

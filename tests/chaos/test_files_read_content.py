@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ylink_data.config import load_config
-from ylink_data.errors import ConfigError
-from ylink_data.pipeline.runner import Runner
-from ylink_data.stages import REGISTRY, load_ops, op_class
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import ConfigError
+from ylink_data.engine.runner import Runner
+from ylink_data.ops import REGISTRY, load_ops, op_class
 
 from ..conftest import REPO, TEST_DATA
 from ..tokenruns import crawl_tokenizer

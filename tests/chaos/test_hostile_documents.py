@@ -24,14 +24,14 @@ import pypdfium2 as pdfium
 import pytest
 
 import ylink_data
-from ylink_data.config import InputConfig, validate_config
-from ylink_data.errors import ConfigError
+from ylink_data.engine.config import InputConfig, validate_config
+from ylink_data.core.errors import ConfigError
 from ylink_data.io.readers import Record, Split, read_split, split_extension
 from ylink_data.io.readers.isolated import reader_process
 from ylink_data.io.readers.ocr import MAX_PIXELS, render_scale
 from ylink_data.io.readers.wordlists import _format
-from ylink_data.pipeline.stats import check_invariant
-from ylink_data.timelimit import time_limit
+from ylink_data.engine.stats import check_invariant
+from ylink_data.core.timelimit import time_limit
 
 from ..conftest import REPO
 

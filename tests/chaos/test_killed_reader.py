@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ylink_data.io.deadline import HOLD_ENV
+from ylink_data.core.deadline import HOLD_ENV
 from ylink_data.io.readers.base import Record
 from ylink_data.io.readers.isolated import reader_process
 

@@ -2,7 +2,7 @@
 THUCNews sentences and 7.8% of short ChineseWebText lines (15-100 characters, no kana or hangul in
 almost all of them) as Japanese, Wu, Cantonese, Korean, Macedonian, Serbo-Croatian, English...
 Language ID now lets the script settle CJK text (Han without kana: zh; kana: ja; hangul: ko) and
-leaves other text to the model (`ylink_data.transform.script`, `ylink_data.transform.langid`).
+leaves other text to the model (`ylink_data.text.transform.script`, `ylink_data.text.transform.langid`).
 
 The short lines are cut from real corpora in ../shared/data by tests/langid_lines.py (which says
 how); accuracies below were measured on them (bench/bench_langid_short.py, bench/RESULTS.md)."""
@@ -16,10 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ylink_data.errors import ConfigError
-from ylink_data.schema import DOCUMENT_SCHEMA
-from ylink_data.stages import op_class, validate_stages
-from ylink_data.transform import langid
+from ylink_data.core.errors import ConfigError
+from ylink_data.core.schema import DOCUMENT_SCHEMA
+from ylink_data.ops import op_class, validate_stages
+from ylink_data.text.transform import langid
 
 from ..langid_lines import short_lines
 

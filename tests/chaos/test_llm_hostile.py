@@ -25,8 +25,8 @@ from tests.chaos.processes import ylink
 from tests.llmserver import UNUSABLE, LLMServer
 from ylink_data import run
 from ylink_data.io.digest import seal, unseal
-from ylink_data.llm.client import MAX_BODY_BYTES, RAW_CHARS
-from ylink_data.pipeline.stats import check_invariant
+from ylink_data.io.llm.client import MAX_BODY_BYTES, RAW_CHARS
+from ylink_data.engine.stats import check_invariant
 
 # No well-known token shape and letters in it, so that its upper and lower case differ from it.
 KEY = "ylinkTest-Key-0123456789abcdefghij"
@@ -370,7 +370,7 @@ def test_every_generated_pairwise_verdict_is_counted_as_said_or_quarantined(shar
     rows of the group."""
     import pyarrow as pa
 
-    from ylink_data.stages import build_op
+    from ylink_data.ops import build_op
 
     rng = random.Random(3310)
     real = _real_sentences(shared_data, 40)

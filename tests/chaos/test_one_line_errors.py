@@ -49,7 +49,7 @@ def test_a_read_only_output_folder_is_one_line(tmp_path, below):
 _ATOMIC_WRITE = """
 import os, sys
 from fsspec.implementations.local import LocalFileSystem
-from ylink_data.errors import OutputError
+from ylink_data.core.errors import OutputError
 from ylink_data.io.fs import atomic_write
 try:
     with atomic_write(LocalFileSystem(), sys.argv[1] + "/shard.bin") as f:

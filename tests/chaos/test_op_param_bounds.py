@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterator
 import pytest
 import yaml
 
-from ylink_data.config import load_config, validate_config
-from ylink_data.errors import ConfigError
-from ylink_data.stages import REGISTRY, load_ops, _params_model
+from ylink_data.engine.config import load_config, validate_config
+from ylink_data.core.errors import ConfigError
+from ylink_data.ops import REGISTRY, load_ops, _params_model
 
 from ..conftest import REPO, SAMPLES
 
@@ -102,7 +102,7 @@ def presets_and_pipelines() -> list[Path]:
 def test_every_preset_and_pipeline_still_validates(path):
     raw = yaml.safe_load(path.read_text())
     if "steps" in raw:  # a flow: every step's pipeline or command
-        from ylink_data.pipeline.flow import load_flow
+        from ylink_data.engine.flow import load_flow
 
         # A step that reads another command's output (pipelines/quality-distill.yaml reads the
         # quickstart's out/quickstart) reads a bundled corpus instead: validation checks inputs exist.

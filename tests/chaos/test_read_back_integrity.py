@@ -17,10 +17,10 @@ import fsspec
 import pytest
 
 import ylink_data
-from ylink_data.errors import InputError, YlinkError
+from ylink_data.core.errors import InputError, YlinkError
 from ylink_data.io.readers import Split, open_split
-from ylink_data.llm.cache import CachedAnswer, ResponseCache, request_key
-from ylink_data.transform.ngram_index import IndexWriter, NgramIndex, NotAnIndex
+from ylink_data.io.llm.cache import CachedAnswer, ResponseCache, request_key
+from ylink_data.text.transform.ngram_index import IndexWriter, NgramIndex, NotAnIndex
 
 from ..conftest import REPO, TEST_DATA
 
@@ -98,7 +98,7 @@ def test_a_damaged_llm_cache_entry_is_asked_again(tmp_path):
 
 
 def test_a_damaged_local_copy_of_a_remote_model_is_fetched_again(tmp_path, monkeypatch):
-    from ylink_data.quality.model import local_copy
+    from ylink_data.text.quality.model import local_copy
 
     rng = random.Random(SEED)
     monkeypatch.setenv("YLINK_QUALITY_CACHE", str(tmp_path / "qcache"))

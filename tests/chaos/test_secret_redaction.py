@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 import ylink_data
-from ylink_data.config import load_config
-from ylink_data.errors import InputError, RunStateError
+from ylink_data.engine.config import load_config
+from ylink_data.core.errors import InputError, RunStateError
 from ylink_data.io.fs import expand_paths
 from ylink_data.report.gather import gather, thresholds
-from ylink_data.redaction import MASK, redact, redact_text, redact_url
+from ylink_data.core.redaction import MASK, redact, redact_text, redact_url
 
 from ..conftest import REPO, SAMPLES
 from ..httpserver import FileServer
@@ -268,8 +268,8 @@ def test_the_report_keeps_the_thresholds_of_a_run_whose_parameters_redaction_mas
     `region_name: auto` read from the environment, every "auto" is masked, gopher_quality's
     `language: auto` included. Its thresholds are still the run's: they are numbers, masked only
     under a secret-looking name, and no op parameter has one."""
-    from ylink_data.redaction import is_secret_key
-    from ylink_data.stages import REGISTRY, load_ops
+    from ylink_data.core.redaction import is_secret_key
+    from ylink_data.ops import REGISTRY, load_ops
 
     load_ops()
     assert len(REGISTRY) >= 12 and not [f"{name}.{p}" for name, cls in REGISTRY.items()
@@ -307,7 +307,7 @@ def test_the_report_redacts_the_quarantine_entries_it_shows_of_an_older_run(ray_
 def test_special_tokens_of_a_tokenizer_are_not_secrets():
     """`eod_token: "<|endoftext|>"` names vocabulary, not a credential: kept in run.json and the
     report; a token that is a credential under any other name is still masked."""
-    from ylink_data.redaction import is_secret_key, redact
+    from ylink_data.core.redaction import is_secret_key, redact
 
     assert not any(is_secret_key(k) for k in ("eod_token", "bos_token", "eosToken", "pad_token", "special_tokens"))
     assert all(is_secret_key(k) for k in ("token", "access_token", "refresh_token", "auth_token", "sas_token",

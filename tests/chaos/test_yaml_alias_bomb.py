@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from ylink_data.config import load_config
+from ylink_data.engine.config import load_config
 
 from ..conftest import REPO, SAMPLES
 

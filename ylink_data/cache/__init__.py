@@ -3,10 +3,10 @@ a prefetcher that fills it ahead of the reader, and the loaders that read a run 
 resumable order: `ShardLoader` (documents) and `TokenLoader` (fixed-length token sequences)."""
 from __future__ import annotations
 
-from .loader import ShardLoader, merge_states
-from ..manifest import ShardRef, run_shards
-from .prefetch import Prefetcher
-from .store import ShardCache
-from .tokens import TokenLoader
+from ylink_data.cache.loader import ShardLoader, merge_states
+from ylink_data.io.manifest import ShardRef, run_shards
+from ylink_data.cache.prefetch import Prefetcher
+from ylink_data.cache.store import ShardCache
+from ylink_data.cache.tokens import TokenLoader
 
 __all__ = ["ShardLoader", "TokenLoader", "merge_states", "ShardRef", "ShardCache", "Prefetcher", "run_shards"]

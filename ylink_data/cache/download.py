@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 
-from ..errors import YlinkError
+from ylink_data.core.errors import YlinkError
 
 log = logging.getLogger(__name__)
 

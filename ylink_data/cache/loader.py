@@ -21,7 +21,7 @@ decoded blocks are kept while the next batches use them, and a batch is a zero-c
 come through the node-local shard cache (`ylink_data.cache.store`) and its prefetcher is given the
 shards in the order this loader will read them; without it, straight from the run, verified all the
 same (`ylink_data.cache.verified`). Either way the manifest is checked first
-(`ylink_data.manifest`): no shard outside the run folder, none without a sha256.
+(`ylink_data.io.manifest`): no shard outside the run folder, none without a sha256.
 """
 from __future__ import annotations
 
@@ -38,12 +38,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import YlinkError
-from ..io.fs import filesystem, join
-from ..manifest import RunManifest, RunShard, read_manifest
-from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder
-from .position import EpochPosition, check_shape, merge_states
-from .verified import VerifiedShards
+from ylink_data.core.errors import YlinkError
+from ylink_data.io.fs import filesystem, join
+from ylink_data.io.manifest import RunManifest, RunShard, read_manifest
+from ylink_data.cache.order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder
+from ylink_data.cache.position import EpochPosition, check_shape, merge_states
+from ylink_data.cache.verified import VerifiedShards
 
 __all__ = ["ShardLoader", "merge_states", "run_fingerprint", "STATE_VERSION"]
 
@@ -66,7 +66,7 @@ class ShardLoader(EpochPosition):
     `block_rows` and `window_blocks` shape the shuffle (see `order`); `readahead` blocks are
     decoded ahead of the consumer in as many threads (0: each block is decoded in the consumer's
     thread when it is reached). Memory: about `readahead` + 4 decoded blocks of `block_rows` rows.
-    `manifest`: the run's `ylink_data.manifest.read_manifest(url, storage_options)`, when the caller
+    `manifest`: the run's `ylink_data.io.manifest.read_manifest(url, storage_options)`, when the caller
     has it already: it is used as it is, neither read nor checked again."""
 
     STATE_VERSION = STATE_VERSION
@@ -356,8 +356,8 @@ def _open_cache(loader: ShardLoader):
     """The node-local shard cache and its prefetcher for `loader` (ylink_data.cache.store and
     .prefetch): the one place the loader meets the cache."""
     try:
-        from .prefetch import Prefetcher
-        from .store import ShardCache
+        from ylink_data.cache.prefetch import Prefetcher
+        from ylink_data.cache.store import ShardCache
     except ImportError as exc:
         raise YlinkError(f"cache_dir needs the shard cache (ylink_data.cache.store), which cannot be imported: {exc}") \
             from None

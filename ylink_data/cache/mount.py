@@ -42,12 +42,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..errors import YlinkError
-from ..io.fs import join
-from ..manifest import ManifestError, MegatronPair, ShardRef, clean_path, inside_run, read_manifest
-from ..tokens.megatron import data_path_args
-from .prefetch import Prefetcher
-from .store import ShardCache
+from ylink_data.core.errors import YlinkError
+from ylink_data.io.fs import join
+from ylink_data.io.manifest import ManifestError, MegatronPair, ShardRef, clean_path, inside_run, read_manifest
+from ylink_data.io.megatron.write import data_path_args
+from ylink_data.cache.prefetch import Prefetcher
+from ylink_data.cache.store import ShardCache
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class RunTree:
 
     @classmethod
     def load(cls, url: str, storage_options: dict | None = None, mountpoint: str | None = None) -> "RunTree":
-        """Read the run's manifest (checked: `ylink_data.manifest`) and its tiers' manifests at
+        """Read the run's manifest (checked: `ylink_data.io.manifest`) and its tiers' manifests at
         `url`: a local folder or fsspec URL. `mountpoint`: where the tree is served, the base of
         the data-path.txt prefixes (None: prefixes relative to the run folder)."""
         run = read_manifest(url, storage_options)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .order import EpochOrder, Partition
+from ylink_data.cache.order import EpochOrder, Partition
 
 
 def check_shape(rank: int, world_size: int, worker: int, num_workers: int, batch_size: int) -> None:

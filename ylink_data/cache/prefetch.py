@@ -18,8 +18,8 @@ import math
 import threading
 from typing import Sequence
 
-from ..manifest import ShardRef
-from .store import ShardCache
+from ylink_data.io.manifest import ShardRef
+from ylink_data.cache.store import ShardCache
 
 __all__ = ["Prefetcher"]
 

@@ -62,14 +62,14 @@ from typing import Any, Iterator
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..errors import InputError, YlinkError
-from ..io.fs import filesystem, join
-from ..manifest import MegatronPair, RunFile, RunManifest, read_manifest
-from ..redaction import redact_url
-from ..tokens.indexed import parse_index
-from .order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, shard_permutation
-from .position import EpochPosition, check_shape
-from .verified import VerifiedShards
+from ylink_data.core.errors import InputError, YlinkError
+from ylink_data.io.fs import filesystem, join
+from ylink_data.io.manifest import MegatronPair, RunFile, RunManifest, read_manifest
+from ylink_data.core.redaction import redact_url
+from ylink_data.io.megatron.indexed import parse_index
+from ylink_data.cache.order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder, shard_permutation
+from ylink_data.cache.position import EpochPosition, check_shape
+from ylink_data.cache.verified import VerifiedShards
 
 __all__ = ["TokenLoader"]
 
@@ -252,8 +252,8 @@ class _Reader:
         self._cursor = 0
         self._unscheduled: list | None = None
         if loader.cache_dir is not None:
-            from .prefetch import Prefetcher
-            from .store import ShardCache
+            from ylink_data.cache.prefetch import Prefetcher
+            from ylink_data.cache.store import ShardCache
             self._cache = ShardCache(loader.cache_dir, max_bytes=loader.max_cache_bytes,
                                      storage_options=loader.storage_options)
             self._prefetcher = Prefetcher(self._cache)

@@ -20,9 +20,9 @@ from typing import Iterator
 import fsspec
 import pyarrow as pa
 
-from ..io.fs import NO_ROOM, is_local
-from ..manifest import ShardRef
-from .download import (DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
+from ylink_data.io.fs import NO_ROOM, is_local
+from ylink_data.io.manifest import ShardRef
+from ylink_data.cache.download import (DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
                        sha256_file, wrong_size)
 
 

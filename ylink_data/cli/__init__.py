@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import YlinkError
-from ..redaction import redact_text
+from ylink_data.core.errors import YlinkError
+from ylink_data.core.redaction import redact_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """Every command and option: `main` parses with it, the documentation's CLI reference is printed
     from it (docs/hooks/reference.py)."""
-    from .. import __version__
+    from ylink_data.core.version import __version__
 
     parser = argparse.ArgumentParser(prog="ylink", description="Turn web crawls into clean LLM training corpora.")
     parser.add_argument("--version", action="version", version=f"ylink-data {__version__}")
@@ -71,20 +71,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="text file, or - for stdin (default)")
     p.set_defaults(func=_langid)
 
-    from .quality import add_parser as add_quality_parser
+    from ylink_data.cli.quality import add_parser as add_quality_parser
     add_quality_parser(sub)
-    from .report import add_parser as add_report_parser
+    from ylink_data.cli.report import add_parser as add_report_parser
     add_report_parser(sub)
-    from .tokenizer import add_parser as add_tokenizer_parser
+    from ylink_data.cli.tokenizer import add_parser as add_tokenizer_parser
     add_tokenizer_parser(sub)
 
-    from .cache import add_parser as add_cache_parser
+    from ylink_data.cli.cache import add_parser as add_cache_parser
     add_cache_parser(sub)
-    from .export import add_parser as add_export_parser; add_export_parser(sub)  # noqa: E702
+    from ylink_data.cli.export import add_parser as add_export_parser; add_export_parser(sub)  # noqa: E702
 
-    from .mix import add_parser as add_mix_parser
+    from ylink_data.cli.mix import add_parser as add_mix_parser
     add_mix_parser(sub)
-    from .ops import add_parser as add_ops_parser
+    from ylink_data.cli.ops import add_parser as add_ops_parser
     add_ops_parser(sub)
 
     return parser
@@ -96,9 +96,9 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..pipeline.flow import load_flow, path_is_flow, run_flow
-    from ..pipeline.runner import Runner
+    from ylink_data.engine.config import load_config
+    from ylink_data.engine.flow import load_flow, path_is_flow, run_flow
+    from ylink_data.engine.runner import Runner
 
     if path_is_flow(args.pipeline):  # steps: pipelines and a training command, run in order
         for path in run_flow(load_flow(args.pipeline, args.overrides), fresh=args.fresh,
@@ -114,13 +114,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..errors import ConfigError
-    from ..io.writable import check_writable
-    from ..pipeline.field_check import field_problems
-    from ..pipeline.flow import load_flow, path_is_flow
-    from ..pipeline.runner import Runner
-    from ..pipeline.stage_warnings import stage_warnings
+    from ylink_data.engine.config import load_config
+    from ylink_data.core.errors import ConfigError
+    from ylink_data.io.writable import check_writable
+    from ylink_data.engine.field_check import field_problems
+    from ylink_data.engine.flow import load_flow, path_is_flow
+    from ylink_data.engine.runner import Runner
+    from ylink_data.engine.stage_warnings import stage_warnings
 
     if path_is_flow(args.pipeline):
         flow = load_flow(args.pipeline, args.overrides)
@@ -148,8 +148,8 @@ def _check_cluster(cfg) -> str:
     """Join the cluster of ray.address as a run would (its errors are the run's), and leave it."""
     import ray
 
-    from ..pipeline.node_paths import node_local_warning
-    from ..pipeline.ray_env import cluster_summary, ensure_ray
+    from ylink_data.engine.node_paths import node_local_warning
+    from ylink_data.engine.ray_env import cluster_summary, ensure_ray
 
     ensure_ray(cfg.ray)
     try:
@@ -162,19 +162,19 @@ def _check_cluster(cfg) -> str:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from .inspect import inspect_path
+    from ylink_data.cli.inspect import inspect_path
 
     inspect_path(args.path, limit=args.limit, chars=args.chars)
     return 0
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from .extract import run_extract
+    from ylink_data.cli.extract import run_extract
 
     return run_extract(args)
 
 
 def _langid(args: argparse.Namespace) -> int:
-    from .langid import run_langid
+    from ylink_data.cli.langid import run_langid
 
     return run_langid(args)

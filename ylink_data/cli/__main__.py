@@ -1,3 +1,3 @@
-from . import main
+from ylink_data.cli import main
 
 raise SystemExit(main())

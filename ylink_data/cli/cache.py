@@ -11,8 +11,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from ..errors import InputError
-from ..redaction import RedactingFilter, redact_text
+from ylink_data.core.errors import InputError
+from ylink_data.core.redaction import RedactingFilter, redact_text
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -50,9 +50,9 @@ def run_warm(args: argparse.Namespace) -> int:
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
-    from ..cache import ShardCache
-    from ..cache.download import NoRoomError
-    from ..manifest import read_manifest
+    from ylink_data.cache import ShardCache
+    from ylink_data.cache.download import NoRoomError
+    from ylink_data.io.manifest import read_manifest
 
     if args.parallel < 1:
         raise InputError(f"--parallel must be 1 or more, not {args.parallel}")
@@ -129,7 +129,7 @@ def _add_mount(csub: argparse._SubParsersAction) -> None:
 def run_mount(args: argparse.Namespace) -> int:
     import logging
 
-    from ..cache import mount
+    from ylink_data.cache import mount
 
     if args.parallel < 1:
         raise InputError(f"--parallel must be 1 or more, not {args.parallel}")
@@ -164,7 +164,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint) -> int:
     import subprocess
     from pathlib import Path
 
-    from ..cache import mount
+    from ylink_data.cache import mount
 
     cache_dir = Path(args.cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .cache import _json_object
+from ylink_data.cli.cache import _json_object
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export_megatron(args: argparse.Namespace) -> int:
-    from ..tokens.export import export_megatron
+    from ylink_data.tokens.export import export_megatron
 
     export_megatron(args.run, args.output, tokenizer=args.tokenizer, dtype=args.dtype, eod_token=args.eod_token,
                     append_eod=args.append_eod, storage_options=args.storage_options, ray_address=args.ray_address,

@@ -7,11 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import ConfigError, InputError, YlinkError
-from ..io.charset import decode_html
-from ..timelimit import DocumentTimeout
-from ..transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES
-from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
+from ylink_data.core.errors import ConfigError, InputError, YlinkError
+from ylink_data.io.charset import decode_html
+from ylink_data.core.timelimit import DocumentTimeout
+from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR, EXTRACTOR_NAMES
+from ylink_data.text.transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
 
 
 def run_extract(args: argparse.Namespace) -> int:

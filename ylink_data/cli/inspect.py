@@ -12,11 +12,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..config import InputConfig
-from ..errors import InputError
-from ..io.fs import expand_paths, filesystem, join
-from ..io.readers import Bad, Record, open_split, plan_splits, read_split
-from ..redaction import redact_text, redact_url
+from ylink_data.engine.config import InputConfig
+from ylink_data.core.errors import InputError
+from ylink_data.io.fs import expand_paths, filesystem, join
+from ylink_data.io.readers import Bad, Record, open_split, plan_splits, read_split
+from ylink_data.core.redaction import redact_text, redact_url
 
 # Columns shown in a document's header, not among its other facts.
 _HEADER = ("id", "text", "url", "lang", "lang_score", "source", "metadata", "reason")
@@ -26,14 +26,14 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
     console = Console(highlight=False)
     fs, root = filesystem(path)
     if fs.exists(join(root, "manifest.json")):
-        from ..runs import open_run
+        from ylink_data.io.runs import open_run
 
         run = open_run(path)
         console.print(Text(redact_text(path), style="bold"), soft_wrap=True)
         console.print(run_summary(run))
         docs: Iterator[dict[str, Any] | str] = _run_documents(run, limit)
     elif fs.exists(join(root, "run.json")):
-        from ..runs import open_run
+        from ylink_data.io.runs import open_run
 
         open_run(path)  # raises: the run is unfinished
         return
@@ -159,7 +159,7 @@ def _size(n: int) -> str:
 
 
 def _run_documents(run: Any, limit: int) -> Iterator[dict[str, Any]]:
-    from ..report.sampling import iter_batches
+    from ylink_data.report.sampling import iter_batches
 
     left = limit
     for path in run.shard_paths:

@@ -11,8 +11,8 @@ import os
 import sys
 from typing import Iterator
 
-from ..errors import InputError
-from ..transform import langid
+from ylink_data.core.errors import InputError
+from ylink_data.text.transform import langid
 
 CHUNK = 1 << 16
 

@@ -19,8 +19,8 @@ def run_mix(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ..tokens.mix import describe_plan, plan_mixture, write_mixture
-    from ..tokens.mix_config import load_mix_config
+    from ylink_data.tokens.mix import describe_plan, plan_mixture, write_mixture
+    from ylink_data.tokens.mix_config import load_mix_config
 
     cfg = load_mix_config(args.mixture, args.overrides)
     console = Console(stderr=True, soft_wrap=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import InputError
+from ylink_data.core.errors import InputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,8 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ops(args: argparse.Namespace) -> int:
-    from ..config import did_you_mean
-    from ..stages.describe import format_op, format_op_list, op_names
+    from ylink_data.engine.config import did_you_mean
+    from ylink_data.ops.describe import format_op, format_op_list, op_names
 
     if args.name is None:
         print(format_op_list())

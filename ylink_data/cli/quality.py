@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..errors import InputError, YlinkError
+from ylink_data.core.errors import InputError, YlinkError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..quality.train import metrics_path, train_classifier, train_from_run
+    from ylink_data.text.quality.train import metrics_path, train_classifier, train_from_run
 
     if args.run is None and (not args.positive or not args.negative):
         raise InputError("give --positive and --negative example files, or --from RUN with its --label-column")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import InputError
+from ylink_data.core.errors import InputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,9 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..io.fs import filesystem
-    from ..redaction import redact_text
-    from ..report import write_report
+    from ylink_data.io.fs import filesystem
+    from ylink_data.core.redaction import redact_text
+    from ylink_data.report import write_report
 
     fs, root = filesystem(args.run_dir)
     if not fs.exists(root):

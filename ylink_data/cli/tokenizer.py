@@ -5,7 +5,7 @@ import argparse
 import sys
 import time
 
-from ..redaction import redact_url
+from ylink_data.core.redaction import redact_url
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..tokens.train import train_tokenizer
+    from ylink_data.text.tokens.train import train_tokenizer
 
     started = time.perf_counter()
     result = train_tokenizer(args.inputs, args.output, args.vocab_size, seed=args.seed,

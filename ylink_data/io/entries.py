@@ -19,7 +19,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from ..errors import InputError
+from ylink_data.core.errors import InputError
 
 
 @dataclass(frozen=True)

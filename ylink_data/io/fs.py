@@ -17,9 +17,9 @@ from typing import IO, Any, Iterator
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import InputError, OutputError, YlinkError
-from ..redaction import redact_url
-from .entries import Skipped, classify
+from ylink_data.core.errors import InputError, OutputError, YlinkError
+from ylink_data.core.redaction import redact_url
+from ylink_data.io.entries import Skipped, classify
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def input_files(inp, storage_options_for, exclude: str | None = None) -> list[In
     that fails is named by the list and its line number."""
     if inp.paths_from is None:
         return expand_paths(inp.paths, storage_options_for, exclude)
-    from .path_list import listed_paths
+    from ylink_data.io.path_list import listed_paths
 
     shown_list = redact_url(inp.paths_from)
     lines = listed_paths(inp.paths_from, inp.paths_base, storage_options_for)
@@ -198,7 +198,7 @@ def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
             raise InputError(f"{pattern!r} is an unfinished ylink run (run.json, no manifest.json): rerun that "
                              "run to finish it, then read it; or name the files inside it to read them as they are")
         return None
-    from ..manifest import read_manifest  # late import: manifest.py uses this module
+    from ylink_data.io.manifest import read_manifest  # late import: manifest.py uses this module
 
     run = read_manifest(pattern, storage_options)  # checked: every shard inside the run folder
     shards: dict[str, tuple[int, str]] = {}

@@ -9,8 +9,8 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..schema import INTERNAL_PREFIX
-from .fs import HashingWriter, atomic_write
+from ylink_data.core.schema import INTERNAL_PREFIX
+from ylink_data.io.fs import HashingWriter, atomic_write
 
 ROW_GROUP_ROWS = 4096
 # Long free text neither dictionary-encodes nor benefits from min/max statistics; computing them

@@ -21,8 +21,8 @@ from typing import Any, Iterable
 import fsspec
 import pyarrow as pa
 
-from ..errors import YlinkError
-from .sft import write_jsonl
+from ylink_data.core.errors import YlinkError
+from ylink_data.io.sft import write_jsonl
 
 FORMATS = ("standard", "conversational")
 PREFERENCE_COLUMNS = ("prompt", "chosen", "rejected")

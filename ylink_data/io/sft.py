@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterable
 import fsspec
 import pyarrow as pa
 
-from ..errors import YlinkError
-from .fs import HashingWriter, atomic_write, join
-from ..datagen.prompt import instruction_prompt
+from ylink_data.core.errors import YlinkError
+from ylink_data.io.fs import HashingWriter, atomic_write, join
+from ylink_data.text.datagen.prompt import instruction_prompt
 
 FORMATS = ("alpaca", "sharegpt", "messages")
 # (prompt, answer) columns, the first pair a table has: qa_extract/qa_generate's, then respond's.

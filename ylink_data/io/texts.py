@@ -11,14 +11,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..config import InputConfig
-from ..errors import InputError
-from ..redaction import redact_url
-from ..timelimit import DocumentTimeout
-from ..transform.extract import DEFAULT_EXTRACTOR
-from ..transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
-from .fs import expand_paths, filesystem, join
-from .readers import Bad, Record, Skip, open_split, plan_splits, read_split
+from ylink_data.engine.config import InputConfig
+from ylink_data.core.errors import InputError
+from ylink_data.core.redaction import redact_url
+from ylink_data.core.timelimit import DocumentTimeout
+from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR
+from ylink_data.text.transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
+from ylink_data.io.fs import expand_paths, filesystem, join
+from ylink_data.io.readers import Bad, Record, Skip, open_split, plan_splits, read_split
 
 RUN_BATCH_ROWS = 1024  # rows of a run's shard read at a time: memory stays flat on any shard size
 
@@ -105,7 +105,7 @@ def _is_run(path: str, options: dict[str, Any]) -> bool:
 def _run_texts(path: str, options: dict[str, Any]) -> Iterator[tuple[str, str]]:
     import pyarrow.parquet as pq
 
-    from ..runs import open_run
+    from ylink_data.io.runs import open_run
 
     run = open_run(path, options)
     for shard in run.shard_paths:

@@ -12,9 +12,9 @@ import tempfile
 import uuid
 from typing import Any
 
-from ..errors import OutputError, YlinkError
-from .fs import filesystem, is_local, join, output_error
-from .readers.base import describe_error
+from ylink_data.core.errors import OutputError, YlinkError
+from ylink_data.io.fs import filesystem, is_local, join, output_error
+from ylink_data.io.readers.base import describe_error
 
 FIX = ("check the credentials (storage: or the environment), the endpoint and that the bucket exists, "
        "or choose another output.path")

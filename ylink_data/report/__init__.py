@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..io.fs import atomic_write, filesystem, join
-from ..runs import Run, open_run
+from ylink_data.io.fs import atomic_write, filesystem, join
+from ylink_data.io.runs import Run, open_run
 
 
 def write_report(run_dir: str | Run, output: str | None = None, *, samples_per_reason: int = 3,
@@ -16,8 +16,8 @@ def write_report(run_dir: str | Run, output: str | None = None, *, samples_per_r
     """Write the report of the finished run `run_dir` (a path, URL or `open_run` result) to `output`
     (default `RUN_DIR/report.html`) and return its path. Distributions use at most `max_rows` kept
     and `max_rows` dropped documents; each drop reason shows `samples_per_reason` documents."""
-    from .gather import gather
-    from .html import render
+    from ylink_data.report.gather import gather
+    from ylink_data.report.html import render
 
     run = run_dir if isinstance(run_dir, Run) else open_run(str(run_dir), storage_options)
     page = render(gather(run, samples_per_reason=samples_per_reason, max_rows=max_rows))

@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..redaction import redact, redact_text
-from ..runs import Run
-from ..schema import DOCUMENT_SCHEMA
-from .sampling import BottomK, file_schema, iter_batches, kept_files, rejected_files
+from ylink_data.core.redaction import redact, redact_text
+from ylink_data.io.runs import Run
+from ylink_data.core.schema import DOCUMENT_SCHEMA
+from ylink_data.report.sampling import BottomK, file_schema, iter_batches, kept_files, rejected_files
 
 # Numeric columns shown as distributions besides the measure columns of annotate mode.
 SCORE_COLUMNS = ("lang_score", "quality_score")
@@ -220,7 +220,7 @@ def thresholds(info: dict[str, Any], columns: list[str]) -> dict[str, list[Thres
     they are numbers under plain names, and redaction masks a number only under a secret-looking
     name, which no op parameter has (tests/chaos/test_secret_redaction.py checks both); a string
     parameter it masks (a URL with credentials, a value read from `${VAR}`) still builds the op."""
-    from ..stages import build_op
+    from ylink_data.ops import build_op
 
     out: dict[str, list[Threshold]] = defaultdict(list)
     for name, params in info.get("fingerprinted", {}).get("stages", []):

@@ -8,9 +8,9 @@ from typing import Any, Iterable
 
 import yaml
 
-from .. import __version__
-from . import plots
-from .gather import ReportData, StageRow
+from ylink_data.core.version import __version__
+from ylink_data.report import plots
+from ylink_data.report.gather import ReportData, StageRow
 
 TEXT_CHARS = 600
 

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..io.fs import join
-from ..runs import Run
+from ylink_data.io.fs import join
+from ylink_data.io.runs import Run
 
 BATCH_ROWS = 4096
 _STAGE = re.compile(r"stage(\d+)\.parquet$")

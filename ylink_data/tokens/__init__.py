@@ -1,2 +1,2 @@
-"""Training formats: tokenizers (`load`, `train`), token ids as Arrow columns (`encode`), Megatron-LM's
-indexed dataset files (`indexed`) and what is built from them."""
+"""Training formats built from finished runs: token-weighted mixtures (`mix`, `mix_config`: `ylink mix`)
+and Megatron files for an existing run (`export`: `ylink export megatron`)."""

@@ -19,14 +19,14 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError, RunStateError
-from ..io.fs import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
-from ..manifest import ShardRef, read_manifest
-from ..pipeline.layout import file_sizes
-from ..redaction import redact_url
-from .encode import TOKEN_IDS, encode_texts
-from .load import load_tokenizer
-from .megatron import data_path_args, megatron_dtype, megatron_section, write_pair
+from ylink_data.core.errors import InputError, RunStateError
+from ylink_data.io.fs import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
+from ylink_data.io.manifest import ShardRef, read_manifest
+from ylink_data.io.layout import file_sizes
+from ylink_data.core.redaction import redact_url
+from ylink_data.text.tokens.encode import TOKEN_IDS, encode_texts
+from ylink_data.text.tokens.load import load_tokenizer
+from ylink_data.io.megatron.write import data_path_args, megatron_dtype, megatron_section, write_pair
 
 DATA_PATH = "data-path.txt"
 
@@ -63,7 +63,7 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
                     note: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the Megatron files of the finished run at `run_url` into `output` (see the module
     docstring); returns the manifest written. `storage_options` apply to every non-local URL."""
-    from ..pipeline.progress import RunProgress
+    from ylink_data.engine.progress import RunProgress
 
     shown = redact_url(run_url)
     manifest = read_manifest(run_url, _options(run_url, storage_options))
@@ -174,9 +174,9 @@ def _load(fs, path: str) -> dict | None:
 
 def _run_jobs(jobs: list[ShardJob], todo: list[int], entries: dict[int, dict], ray_address: str | None,
               progress: bool | None, shown: str) -> None:
-    from ..config import RayConfig
-    from ..pipeline.progress import RunProgress
-    from ..pipeline.submit import Scheduler
+    from ylink_data.engine.config import RayConfig
+    from ylink_data.engine.progress import RunProgress
+    from ylink_data.engine.submit import Scheduler
 
     bar = RunProgress(progress)
     with bar, Scheduler(RayConfig(address=ray_address)) as scheduler:
@@ -193,7 +193,7 @@ def _run_jobs(jobs: list[ShardJob], todo: list[int], entries: dict[int, dict], r
 
 def export_shard(job: ShardJob) -> dict[str, Any]:
     """One shard's pair (a task): written, then recorded in its marker; returns the pair's entry."""
-    from ..cache.verified import VerifiedShards
+    from ylink_data.cache.verified import VerifiedShards
 
     fs, root = filesystem(job.run_url, job.run_options)
     where = full_url(fs, join(root.rstrip("/"), job.path))

@@ -26,14 +26,14 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from ..errors import RunStateError
-from ..io.fs import atomic_write, filesystem, full_url, is_local, join, write_json
-from ..manifest import ManifestError, RunManifest, read_manifest
-from ..redaction import redact_url
-from .indexed import Index
-from .megatron import data_path_args, megatron_section, write_pair
-from .mix_config import MixConfig
-from .pairs import BinReader, read_index
+from ylink_data.core.errors import RunStateError
+from ylink_data.io.fs import atomic_write, filesystem, full_url, is_local, join, write_json
+from ylink_data.io.manifest import ManifestError, RunManifest, read_manifest
+from ylink_data.core.redaction import redact_url
+from ylink_data.io.megatron.indexed import Index
+from ylink_data.io.megatron.write import data_path_args, megatron_section, write_pair
+from ylink_data.tokens.mix_config import MixConfig
+from ylink_data.io.megatron.read import BinReader, read_index
 
 MIXTURE_FILE = "mixture.json"
 DATA_PATH_FILE = "megatron/data-path.txt"

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Iterator
 
 from pydantic import Field, PrivateAttr, ValidationError
 
-from ..config import (PipelineConfig, _describe, _EnvExpansion, _not_blank, _parse_overrides, _read_yaml,
+from ylink_data.engine.config import (PipelineConfig, _describe, _EnvExpansion, _not_blank, _parse_overrides, _read_yaml,
                       _set_dotted, _Strict)
-from ..errors import ConfigError, YlinkError
-from ..redaction import Redactor, redact_text
+from ylink_data.core.errors import ConfigError, YlinkError
+from ylink_data.core.redaction import Redactor, redact_text
 
 
 class MixSource(_Strict):

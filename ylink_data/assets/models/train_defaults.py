@@ -14,7 +14,7 @@ What it does (README.md here says why):
      whole text of the Chinese pages of the CC-MAIN-2020-34 excerpt (SEO spam) and the boilerplate
      of the 5 Chinese trafilatura pages.
 2. Trains each with `train_classifier` (held-out metrics in `quality-<lang>.metrics.json`); the
-   model reads what `ylink_data.quality.preprocess` gives it: English words and punctuation of the
+   model reads what `ylink_data.text.quality.preprocess` gives it: English words and punctuation of the
    first 500 characters, Chinese (rjieba) words of the first 150.
 3. Cross-source checks on data the model never saw (`quality-<lang>.checks.json`):
    en: web main text vs boilerplate of held-out pages (every 5th English trafilatura page is kept
@@ -40,10 +40,10 @@ REPO = HERE.parent.parent.parent
 sys.path.insert(0, str(REPO))
 
 from ylink_data.io.charset import decode_html  # noqa: E402
-from ylink_data.quality import QualityModel, train_classifier  # noqa: E402
-from ylink_data.quality.preprocess import looks_chinese  # noqa: E402
-from ylink_data.quality.train import chunk, roc_auc  # noqa: E402
-from ylink_data.transform.extract import extract_text  # noqa: E402
+from ylink_data.text.quality import QualityModel, train_classifier  # noqa: E402
+from ylink_data.text.quality.preprocess import looks_chinese  # noqa: E402
+from ylink_data.text.quality.train import chunk, roc_auc  # noqa: E402
+from ylink_data.text.transform.extract import extract_text  # noqa: E402
 
 SEED = 20261129
 # Training parameters of both models (chosen with `bench/bench_quality.py --sweep`: held-out and

@@ -13,17 +13,17 @@ from typing import IO, Any, Iterator
 
 import fsspec.spec
 
-from ...config import InputConfig
-from ...errors import InputError
-from ...redaction import redact_url
-from ..digest import sha256_of
-from ..fs import InputFile, filesystem
-from .base import Bad, Record, Skip, Split, read_whole
-from .decompress import decompressed
-from .jsonl import read_jsonl
-from .parquet import read_parquet, row_group_count
-from .text import read_html, read_text
-from .warc import read_warc
+from ylink_data.engine.config import InputConfig
+from ylink_data.core.errors import InputError
+from ylink_data.core.redaction import redact_url
+from ylink_data.io.digest import sha256_of
+from ylink_data.io.fs import InputFile, filesystem
+from ylink_data.io.readers.base import Bad, Record, Skip, Split, read_whole
+from ylink_data.io.readers.decompress import decompressed
+from ylink_data.io.readers.jsonl import read_jsonl
+from ylink_data.io.readers.parquet import read_parquet, row_group_count
+from ylink_data.io.readers.text import read_html, read_text
+from ylink_data.io.readers.warc import read_warc
 
 _REMOTE_BUFFER = 1 << 20
 _MiB = 1 << 20
@@ -76,7 +76,7 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
             raise InputError(f"cannot tell the format of {file.url} from its name or first bytes; set "
                              f"input.format (warc, wet, jsonl, parquet, text, html, pdf, docx, pptx or markdown)")
         if fmt == "pdf" and cfg.ocr:
-            from .ocr import tesseract
+            from ylink_data.io.readers.ocr import tesseract
 
             tesseract()  # a missing binary is a config error now, not a failed task later
         if cfg.chat and fmt not in ("jsonl", "parquet"):
@@ -248,7 +248,7 @@ def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record 
 def _read_document(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:
     # Imported here: a web-crawl pipeline never starts the reader child (nor loads PDFium,
     # python-docx or python-pptx in it).
-    from .isolated import read_document, reader_process
+    from ylink_data.io.readers.isolated import read_document, reader_process
 
     reader_process().spawn()  # it loads the readers while this process reads the file
     data = read_whole(f, cfg.max_record_bytes)

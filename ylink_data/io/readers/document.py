@@ -4,7 +4,7 @@ tables, and one `Record` per file whose metadata says where each page starts.
 A document's text is Markdown: `#` headings, `- ` / `1. ` list items, pipe tables, paragraphs
 separated by a blank line. Pages (PDF) and slides (PPTX) are separated by a blank line too, and
 `metadata.page_offsets[i]` is the character offset (Python str index) where page i+1 begins, so that
-the `chunk` op can give every chunk its page range. Metadata keys (ylink_data/schema.py):
+the `chunk` op can give every chunk its page range. Metadata keys (ylink_data/core/schema.py):
 `content_type`, `title`, `pages` (page or slide count, where the format has pages), `page_offsets`,
 and `skipped_parts` where the reader left parts out (`Parts`).
 
@@ -20,8 +20,8 @@ import zipfile
 from collections import Counter
 from typing import Any, Iterator
 
-from ...redaction import redact_url
-from .base import TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split, describe_error
+from ylink_data.core.redaction import redact_url
+from ylink_data.io.readers.base import TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split, describe_error
 
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"

@@ -21,10 +21,10 @@ from docx.oxml.ns import qn
 from docx.table import Table
 from lxml import etree
 
-from .base import Bad, Record, Skip, Split
-from .document import DOCX, Parts, document, first_heading, table, too_large
-from .omml import omml_to_latex
-from .wordlists import WordLists
+from ylink_data.io.readers.base import Bad, Record, Skip, Split
+from ylink_data.io.readers.document import DOCX, Parts, document, first_heading, table, too_large
+from ylink_data.io.readers.omml import omml_to_latex
+from ylink_data.io.readers.wordlists import WordLists
 
 _STRICT = re.compile(rb"http://purl\.oclc\.org/ooxml/(\w+)/(\w+)")
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"

@@ -14,10 +14,10 @@ samples/documents (0.01-11 ms each; measured 2026-12, median of 50-200 reads).
 """
 from __future__ import annotations
 
-from ...config import InputConfig
-from ...timelimit import DocumentTimeout
-from ..deadline import ChildFailed, DeadlineProcess, serve
-from .base import TIMEOUT, UNREADABLE, Bad, Record, Skip, Split, one_line
+from ylink_data.engine.config import InputConfig
+from ylink_data.core.timelimit import DocumentTimeout
+from ylink_data.core.deadline import ChildFailed, DeadlineProcess, serve
+from ylink_data.io.readers.base import TIMEOUT, UNREADABLE, Bad, Record, Skip, Split, one_line
 
 _KIND = {"pdf": "PDF", "docx": ".docx", "pptx": ".pptx", "markdown": "Markdown"}
 _PROCESS: DeadlineProcess | None = None
@@ -52,10 +52,10 @@ def read_document(split: Split, data: bytes, cfg: InputConfig) -> list[Record | 
 
 def _load():
     # Imported here, once, before the child says it is ready: not in any file's time.
-    from .docx import read_docx
-    from .markdown import read_markdown
-    from .pdf import read_pdf
-    from .pptx import read_pptx
+    from ylink_data.io.readers.docx import read_docx
+    from ylink_data.io.readers.markdown import read_markdown
+    from ylink_data.io.readers.pdf import read_pdf
+    from ylink_data.io.readers.pptx import read_pptx
 
     def read(args: tuple, data: bytes) -> list[Record | Skip | Bad]:
         split, (ocr, ocr_languages, max_unpacked_bytes) = args

@@ -14,7 +14,7 @@ import json
 import re
 from typing import IO, Any, Iterator
 
-from .base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
+from ylink_data.io.readers.base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from .base import Bad, Record, Skip, Split
-from .document import MARKDOWN, document, first_heading
-from .text import decode_utf8
+from ylink_data.io.readers.base import Bad, Record, Skip, Split
+from ylink_data.io.readers.document import MARKDOWN, document, first_heading
+from ylink_data.io.readers.text import decode_utf8
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)

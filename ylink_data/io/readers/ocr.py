@@ -12,7 +12,7 @@ import subprocess
 
 import pypdfium2 as pdfium
 
-from ...errors import InputError
+from ylink_data.core.errors import InputError
 
 DPI = 300
 # The most pixels a page is rendered to: a larger page is rendered at a lower resolution that fits.

@@ -11,8 +11,8 @@ from typing import IO, Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .base import Bad, Record, Skip, Split, describe_error, is_io_failure
-from .jsonl import record_from_mapping
+from ylink_data.io.readers.base import Bad, Record, Skip, Split, describe_error, is_io_failure
+from ylink_data.io.readers.jsonl import record_from_mapping
 
 BATCH_ROWS = 1024
 # Arrow's errors for bytes that are not (valid) Parquet: ArrowInvalid, and OSError for what its

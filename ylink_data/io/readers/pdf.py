@@ -22,10 +22,10 @@ from typing import Iterator
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from .base import TOO_LARGE, Bad, Record, Skip, Split
-from .pdf_filters import DecodeError, Unbounded, decoded_size
-from .document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, Parts, document, first_heading
-from .pdflayout import Line, Page, body_size, heading_levels, page_markdown, without_running_lines
+from ylink_data.io.readers.base import TOO_LARGE, Bad, Record, Skip, Split
+from ylink_data.io.readers.pdf_filters import DecodeError, Unbounded, decoded_size
+from ylink_data.io.readers.document import ENCRYPTED, NEEDS_OCR, PDF, UNREADABLE, Parts, document, first_heading
+from ylink_data.io.readers.pdflayout import Line, Page, body_size, heading_levels, page_markdown, without_running_lines
 
 _GARBAGE = re.compile(r"[\ue000-\uf8ff\ufffd\x00\x01\x03-\x08\x0b\x0e-\x1f]")  # not \x02: a soft hyphen
 _ARABIC = re.compile(r"[\u0600-\u06ff]")
@@ -75,7 +75,7 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str,
                          f"set input.ocr: true to read them with Tesseract", NEEDS_OCR)
             return
         if scanned:
-            from .ocr import TIMEOUT_S as OCR_TIMEOUT_S, ocr_page
+            from ylink_data.io.readers.ocr import TIMEOUT_S as OCR_TIMEOUT_S, ocr_page
 
             try:
                 ocr_text = {i: ocr_page(pdf[i], ocr_languages) for i in scanned}

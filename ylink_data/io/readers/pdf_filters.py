@@ -17,7 +17,7 @@ import re
 import zlib
 from typing import Iterator
 
-from .decompress import BUFFER, READ_SIZE
+from ylink_data.io.readers.decompress import BUFFER, READ_SIZE
 
 Pieces = Iterator[bytes]
 IMAGE_CODECS = frozenset({"DCTDecode", "DCT", "JPXDecode", "JBIG2Decode", "CCITTFaxDecode", "CCF"})

@@ -19,8 +19,8 @@ from pptx.oxml.ns import qn
 from pptx.shapes.group import GroupShape
 from pptx.shapes.shapetree import SlideShapeFactory
 
-from .base import Bad, Record, Skip, Split
-from .document import PPTX, UNREADABLE, Parts, document, number_lists, table, too_large
+from ylink_data.io.readers.base import Bad, Record, Skip, Split
+from ylink_data.io.readers.document import PPTX, UNREADABLE, Parts, document, number_lists, table, too_large
 
 _TITLES = (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE)
 _BODIES = (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT)

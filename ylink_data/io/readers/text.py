@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import IO, Iterator
 
-from ..charset import decode_html
-from .base import Bad, Record, Skip, Split, read_whole
+from ylink_data.io.charset import decode_html
+from ylink_data.io.readers.base import Bad, Record, Skip, Split, read_whole
 
 
 def read_text(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Record | Skip | Bad]:

@@ -51,8 +51,8 @@ try:  # members are inflated here: zlib-ng is about 1.7x faster than the system 
 except ImportError:  # pragma: no cover - a core dependency; the standard zlib gives the same bytes
     inflate_lib = zlib
 
-from ..charset import html_text
-from .base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
+from ylink_data.io.charset import html_text
+from ylink_data.io.readers.base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20

@@ -1,0 +1,448 @@
+"""The driver of a run: plan, check the output folder, run the phases' tasks, publish the shards,
+then write stats.json and, last, manifest.json.
+
+Tasks run in this process, in worker processes on this machine, or on Ray, through the same task
+functions (`submit.where_to_run`, `ray.execution`); what a batch needs starts on first use and serves
+the run's later batches.
+
+Resume is built in: every task leaves a completion marker, and a rerun of the same config skips the
+tasks that have one. Because tasks are defined by the input splits and name their outputs
+deterministically, a resumed run writes exactly what an uninterrupted one would.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import heapq
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
+
+from ylink_data.core.version import __version__
+from ylink_data.engine.config import PipelineConfig, load_config
+from ylink_data.core.errors import ConfigError, RunStateError
+from ylink_data.io.fs import InputFile, input_files, read_json, write_json, writing_into
+from ylink_data.io.readers import group_splits, plan_splits
+from ylink_data.core.redaction import redact_url
+from ylink_data.ops import build_op, op_class
+from ylink_data.engine.card import write_dataset_card
+from ylink_data.engine.column_check import column_problems
+from ylink_data.engine.files_read import files_read
+from ylink_data.engine.global_phase import GlobalContext
+from ylink_data.io.layout import RunLayout
+from ylink_data.engine.lock import FolderLock, hold_run_folder
+from ylink_data.engine.megatron import MegatronPlan, plan_megatron, sections, write_data_paths
+from ylink_data.engine.node_paths import node_local_warning
+from ylink_data.engine.plan import Phase, plan_phases, stage_names
+from ylink_data.engine.progress import RunProgress
+from ylink_data.engine.stage_warnings import stage_warnings
+from ylink_data.engine.publish import pack_shards, publish_shard
+from ylink_data.engine.sft import jsonl_formats, sft_section
+from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
+from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
+from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
+
+FORMAT_VERSION = 1
+
+
+class RunResult(NamedTuple):
+    path: str
+    stats: dict[str, Any]
+
+
+def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
+        **overrides: Any) -> RunResult:
+    """Run a pipeline (a YAML path or a dict). `overrides` set keys by dotted path, as `--set` does:
+    `run("p.yaml", **{"output.path": "/tmp/x"})`, or merge nested values: `run(p, ray={"num_cpus": 2})`."""
+    cfg = load_config(pipeline, overrides)
+    with cfg.redacting_errors():
+        return Runner(cfg, fresh=fresh, progress=progress).run()
+
+
+@dataclass
+class _Plan:
+    files: list[InputFile]
+    tasks: list[list]
+    phases: list[Phase]
+    fingerprint: str
+    fingerprinted: dict[str, Any]
+    megatron: MegatronPlan | None = None
+
+
+class Runner:
+    def __init__(self, cfg: PipelineConfig, fresh: bool = False, progress: bool | None = None):
+        self.cfg = cfg
+        self.fresh = fresh
+        self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
+        self.progress = RunProgress(progress)
+        self.scheduler = Scheduler(cfg.ray, on_ray_start=self._warn_about_node_local_paths,
+                                   on_notice=self.progress.waiting,
+                                   preload=sorted({m for name, _ in cfg.ops for m in op_class(name).preload}))
+        # The last op that routes documents into output tiers decides the tier folders.
+        routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
+        self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> RunResult:
+        with self.scheduler:
+            self.scheduler.warm_up()
+            plan = self.plan()
+            for warning in stage_warnings(self.cfg, plan.files):
+                self.progress.note(warning)
+            with hold_run_folder(self.layout, self.progress.note) as lock:
+                return self._run_holding(plan, lock)
+
+    def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
+        done = self._check_output_folder(plan, lock)
+        if done is not None:
+            return done
+        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
+        with self.progress:
+            cut = self._sample_cut(plan)
+            markers: dict[int, dict[int, dict]] = {}
+            decisions: list[str] = []
+            for phase in plan.phases:
+                markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
+                if phase.outgoing:
+                    decisions = self._resolve(phase, markers[phase.index])
+            shards = self._publish(markers[plan.phases[-1].index], plan.megatron)
+        # A shard's marker holds its Megatron pair: the manifest lists the pairs apart.
+        pairs = [s.pop("megatron") for s in shards if "megatron" in s]
+        jsonl = jsonl_formats(self.cfg.output)  # likewise its JSONL files of each kind
+        jsonl_files = {kind: [s.pop(kind) for s in shards if kind in s] for kind in jsonl}
+        total = TaskStats()
+        for phase_markers in markers.values():
+            for marker in phase_markers.values():
+                total.add(TaskStats.from_json(marker["stats"]))
+        stats = run_stats(total, stage_names(self.cfg.ops), sum(s["rows"] for s in shards))
+        if "tokenize" in dict(self.cfg.ops):  # token counts of the published shards (stats.token_stats)
+            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards)
+        gap = check_invariant(stats)
+        if gap:
+            raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
+        write_json(self.layout.fs, self.layout.stats, stats)
+        write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
+        manifest = {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
+                    "rows": stats["output_records"], "shards": shards,
+                    "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "ylink_version": __version__}
+        tier_sections: dict[str, dict] = {}
+        if plan.megatron is not None:
+            manifest["megatron"], tier_sections = sections(plan.megatron, pairs, self.tiers[1] if self.tiers else [])
+            write_data_paths(self.layout, manifest["megatron"], tier_sections)
+        for kind, fmt in jsonl.items():
+            manifest[kind] = sft_section(fmt, jsonl_files[kind])
+        lock.check()  # the manifest says "complete": only the run that holds the folder may write it
+        if self.tiers:
+            manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections, stats)
+        write_json(self.layout.fs, self.layout.manifest, manifest)
+        self.layout.remove_work()
+        self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
+                           f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
+        return RunResult(self.layout.url, stats)
+
+    def _write_tier_manifests(self, manifest: dict, megatron: dict[str, dict], stats: dict) -> dict[str, dict]:
+        """Each tier folder is a run of its own for readers (open_run, ShardLoader, `datasets`): a
+        dataset card and a manifest of its shards (and Megatron pairs), paths relative to the tier
+        folder. The run's manifest lists every shard and pair."""
+        out = {}
+        for tier in self.tiers[1]:
+            prefix = "/".join(self.layout.tier_dir(tier))
+            shards = [{k: v for k, v in s.items() if k != "tier"} | {"path": s["path"][len(prefix) + 1:]}
+                      for s in manifest["shards"] if s.get("tier") == tier]
+            rows = sum(s["rows"] for s in shards)
+            own = {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards}
+            if tier in megatron:
+                own["megatron"] = megatron[tier]
+            for kind in jsonl_formats(self.cfg.output):
+                own[kind] = sft_section(manifest[kind]["format"], manifest[kind]["files"], prefix)
+            tier_layout = RunLayout(self.layout.path(prefix), self.layout.fs, f"{self.layout.url}/{prefix}")
+            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, shards)
+            write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
+            out[tier] = {"path": prefix, "rows": rows}
+        return out
+
+    def plan(self) -> _Plan:
+        # The output folder is never an input, also when it lies inside an input folder.
+        files = input_files(self.cfg.input, self.cfg.storage_options, exclude=self.layout.url)
+        splits = plan_splits(files, self.cfg.input, self.cfg.storage_options)
+        tasks = group_splits(splits, self.cfg.input.split_bytes)
+        # URLs without their credentials: run.json shows this, and rotating a password is no new run.
+        # input.sample and sample_seed are left out when there is no sample (the seed then changes
+        # nothing): runs from before they existed keep their fingerprint. With a sample both count,
+        # so that another sample never resumes, or passes for, a run of this one. A previous run's
+        # shard counts with its sha256 too: that run rerun differently is other input.
+        # A path list counts by its lines (the input files below), its name and base without credentials;
+        # unset paths_from/paths_base are left out, so that runs from before they existed keep theirs.
+        inp = self.cfg.input
+        unsampled = {"sample", "sample_seed"} if inp.sample is None else set()
+        listed = ({"paths_from": redact_url(inp.paths_from)}
+                  | ({"paths_base": redact_url(inp.paths_base)} if inp.paths_base else {})
+                  if inp.paths_from else {"paths": [redact_url(p) for p in inp.paths]})
+        fingerprinted = {
+            "format_version": FORMAT_VERSION,
+            "input": inp.model_dump(exclude=unsampled | {"paths", "paths_from", "paths_base"}) | listed,
+            "input files": [[redact_url(f.url), f.size, *([f.sha256] if f.run_shard else [])] for f in files],
+            # Unset output options (megatron: null) are left out: runs from before they existed keep
+            # their fingerprint, and so resume or stay complete.
+            "output": self.cfg.output.model_dump(exclude={"path"}, exclude_none=True),
+            # Ops may leave out parameters that change no output (an LLM op: its server and key).
+            "stages": [[name, _fingerprint_params(name, params)] for name, params in self.cfg.ops],
+        }
+        # The content of every file the ops read (models, tokenizers, benchmarks, prompts, lists):
+        # a file changed in place is another run. Left out when there is none, as above.
+        read = files_read(self.cfg)
+        # A column an op's parameter names that no row will have: refused here, before any task.
+        wrong_columns = column_problems(self.cfg, any(f.run_shard for f in files))
+        if wrong_columns:
+            raise ConfigError(wrong_columns)
+        if read:
+            fingerprinted["files read"] = read
+        digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_megatron(self.cfg))
+
+    # ------------------------------------------------------------------ output folder state
+
+    def _check_output_folder(self, plan: _Plan, lock: FolderLock) -> RunResult | None:
+        """Refuse to mix runs: a different config in the same folder needs --fresh. Returns the
+        finished run when this exact run is already complete."""
+        layout = self.layout
+        foreign = layout.foreign_entries()
+        if foreign:
+            raise RunStateError(f"output.path {layout.url} holds files that are not a ylink run "
+                                f"({', '.join(foreign[:3])}); choose an empty or new folder")
+        previous = load_marker(layout, layout.run_info)
+        if previous is None:
+            if layout.exists(layout.manifest) or layout.has_files(layout.work()):
+                if not self.fresh:
+                    raise RunStateError(f"output.path {layout.url} holds a run without run.json; "
+                                        "rerun with --fresh to replace it")
+                self._remove_run(lock)
+            return None
+        same = previous.get("fingerprint") == plan.fingerprint
+        if not same and not self.fresh:
+            # run.json holds it redacted and through JSON: compare like with like, or a parameter
+            # that holds a credential would always count as changed.
+            now = json.loads(json.dumps(self.cfg.redact(plan.fingerprinted), default=str))
+            changed = [k for k, v in now.items() if previous.get("fingerprinted", {}).get(k) != v]
+            what = ", ".join(changed) or "the configuration"
+            raise RunStateError(f"output.path {layout.url} holds a run of a different configuration "
+                                f"(changed: {what}); rerun with --fresh to replace it, or choose another output.path")
+        if self.fresh:
+            self._remove_run(lock)
+            return None
+        manifest = load_marker(layout, layout.manifest)
+        if manifest is not None:
+            if manifest.get("fingerprint") != plan.fingerprint:
+                raise RunStateError(f"output.path {layout.url} holds a finished run whose manifest.json is of another "
+                                    "configuration than its run.json; rerun with --fresh to replace it")
+            missing = layout.missing_shards(manifest)
+            if not missing:
+                layout.remove_work()
+                self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
+                return RunResult(layout.url, read_json(layout.fs, layout.stats))
+            # A manifest must never list missing shards: withdraw them all (the tiers' too). A finished
+            # run keeps no _work/ to publish from, so the whole pipeline runs again; a _work/ left by an
+            # interrupted clean-up goes too, as its publish markers would vouch for the missing shards.
+            lock.check()
+            with writing_into(layout.url):
+                layout.withdraw_manifests()
+                layout.remove_work()
+            self.progress.note(f"{layout.url}: {len(missing)} shard(s) listed in manifest.json are missing or "
+                               f"changed ({', '.join(missing[:3])}); running the pipeline again")
+            return None
+        self.progress.note(f"resuming the unfinished run in {layout.url}")
+        return None
+
+    def _remove_run(self, lock: FolderLock) -> None:
+        lock.check()
+        with writing_into(self.layout.url):
+            self.layout.remove_run()
+
+    def _run_info(self, plan: _Plan) -> dict[str, Any]:
+        return self.cfg.redact({
+            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
+            "fingerprinted": plan.fingerprinted, "config": self.cfg.model_dump(exclude={"ops"}),
+            "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "ylink_version": __version__})
+
+    def _warn_about_node_local_paths(self) -> None:
+        warning = node_local_warning(self.cfg)
+        if warning:
+            self.progress.note(warning)
+
+    # ------------------------------------------------------------------ phases
+
+    def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str],
+                   sample_cut: tuple[int, str] | None = None) -> dict[int, dict]:
+        markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
+        where = self.scheduler.where(len(plan.tasks) - len(markers))  # before ray.put of memory:// inputs
+        specs = []
+        for t, splits in enumerate(plan.tasks):
+            if t in markers:
+                continue
+            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
+            if phase.index == 0:
+                spec.splits = splits
+                spec.inline = self._inline_inputs(splits, where)
+                spec.sample_cut = sample_cut
+            else:
+                spec.parts = [p["path"] for p in previous[t]["parts"]]
+                spec.decisions = decisions
+            specs.append(spec)
+        label = self._phase_label(phase)
+        handle = self.progress.phase(label, len(plan.tasks), len(plan.tasks) - len(specs))
+
+        def on_done(i: int, marker: dict) -> None:
+            markers[specs[i].task] = marker
+            read = marker["stats"]["stages"].get("0")
+            docs = read["out"] if read else sum(p["rows"] for p in marker["parts"])
+            # Files whose last split this task read: a file split into ranges counts once.
+            files = sum(1 for split in specs[i].splits if split.end is None)
+            self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
+
+        self.scheduler.run(execute_task, [(s,) for s in specs], on_done=on_done,
+                           describe=lambda i: _describe_task(specs[i]), where=where)
+        self.progress.finish(handle)
+        return markers
+
+    def _sample_cut(self, plan: _Plan) -> tuple[int, str] | None:
+        """input.sample = N: the (priority, id) of the N-th lowest document of the whole input
+        (`tasks.sample_priority`), which phase 0 keeps with every document at or below it; None when
+        there is no sample or the input has at most N documents. Found by a pass over the input in
+        tasks run as phase 0's are (one per task of the plan, each returning its own N lowest), merged
+        here; saved in _work/ before any phase 0 task runs, so that a resumed run reads it back instead
+        of scanning again (the fingerprint holds sample and sample_seed: a saved cut is of this sample)."""
+        n, seed = self.cfg.input.sample, self.cfg.input.sample_seed
+        if n is None:
+            return None
+        saved = load_marker(self.layout, self.layout.sample_cut)
+        if saved is not None and saved.get("sample") == n and saved.get("sample_seed") == seed:
+            return tuple(saved["cut"]) if saved["cut"] is not None else None
+        where = self.scheduler.where(len(plan.tasks))
+        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where))
+                 for t, splits in enumerate(plan.tasks)]
+        handle = self.progress.phase(f"sample: rank every document, keep {n:,}", len(specs))
+        lowest: list[tuple[int, str]] = []
+        documents = 0
+
+        def on_done(i: int, result: dict) -> None:
+            nonlocal lowest, documents
+            lowest = heapq.nsmallest(n, [*lowest, *(tuple(key) for key in result["lowest"])])
+            documents += result["documents"]
+            files = sum(1 for split in specs[i].splits if split.end is None)
+            self.progress.advance(handle, result["documents"], result["bytes"], files)
+
+        self.scheduler.run(sample_scan, [(s,) for s in specs], on_done=on_done,
+                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where)
+        self.progress.finish(handle)
+        cut = list(lowest[-1]) if documents > n else None
+        write_json(self.layout.fs, self.layout.sample_cut,
+                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut})
+        return tuple(cut) if cut is not None else None
+
+    def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
+        """memory:// lives in this process only: ship such inputs to worker processes (as bytes) and
+        to Ray's workers (through its object store)."""
+        inline = {}
+        for split in splits:
+            if where != "here" and split.url.startswith("memory://"):
+                import fsspec
+
+                data = fsspec.filesystem("memory").cat_file(split.url)
+                if where == "ray":
+                    import ray
+
+                    data = ray.put(data)
+                inline[split.url] = data
+        return inline
+
+    def _phase_label(self, phase: Phase) -> str:
+        names = (["read"] if phase.index == 0 else [f"apply {phase.incoming[1]}"]) + [n for _, n, _ in phase.ops]
+        if phase.outgoing:
+            names.append(f"{phase.outgoing[1]} keys")
+        return f"phase {phase.index}: " + " → ".join(names)
+
+    def _resolve(self, phase: Phase, markers: dict[int, dict]) -> list[str]:
+        marker_path = self.layout.resolve_marker(phase.index)
+        done = load_marker(self.layout, marker_path)
+        if done is not None:
+            return done["decisions"]
+        idx, name, params = phase.outgoing
+        op = op_class(name)(**params)
+        op.storage_options = self.cfg.storage_options
+        ctx = GlobalContext(
+            layout=self.layout, phase=phase.index, ref=phase.outgoing,
+            parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
+            rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
+            run_tasks=self._run_helper_tasks, cpus=self.scheduler.cpus())
+        # What an interrupted attempt spilled is not reused: a rerun may cut other partitions
+        # (other CPUs), and a file it does not overwrite would be read as its own.
+        if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
+            self.layout.fs.rm(self.layout.resolve_dir(phase.index), recursive=True)
+        op.resolve(ctx)
+        write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
+        self.scheduler.counter.completed_one()
+        return ctx.decisions
+
+    def _run_helper_tasks(self, fn: Callable, args_list: Sequence[tuple], label: str) -> list[Any]:
+        """Run `fn(*args)` for each args as tasks (used by global ops); results in input order."""
+        results: dict[int, Any] = {}
+        handle = self.progress.phase(f"  {label}", len(args_list))
+
+        def on_done(i: int, result: Any) -> None:
+            results[i] = result
+            self.progress.advance(handle)
+
+        self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}",
+                           lone_to_workers=True)
+        self.progress.finish(handle)
+        return [results[i] for i in range(len(args_list))]
+
+    def _publish(self, markers: dict[int, dict], megatron: MegatronPlan | None) -> list[dict]:
+        parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
+        tiers = self.tiers[1] if self.tiers else [None]
+        jobs = []  # (tier, number within the tier, parts), in tier order, then task order
+        for tier in tiers:
+            groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
+            jobs += [(tier, k, group) for k, group in enumerate(groups)]
+        existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
+        jsonl = jsonl_formats(self.cfg.output)
+        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron, jsonl)
+                for i, (tier, k, group) in enumerate(jobs) if i not in existing]
+        label = "publish shards" + (" and Megatron files" if megatron else "") + (
+            f" and {', '.join(jsonl)} JSONL" if jsonl else "")
+        handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
+
+        def on_done(i: int, entry: dict) -> None:
+            existing[todo[i][1]] = entry
+            self.progress.advance(handle, entry["rows"])
+
+        self.scheduler.run(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self.progress.finish(handle)
+        return [existing[i] for i in range(len(jobs))]
+
+    def _existing_markers(self, folder: str, key: str = r"task-(\d+)\.json") -> dict[int, dict]:
+        fs = self.layout.fs
+        if not fs.exists(folder):
+            return {}
+        found = {}
+        for path in fs.ls(folder, detail=False):
+            m = re.search(key + "$", path)
+            if m:
+                marker = load_marker(self.layout, path)
+                if marker is not None:
+                    found[int(m.group(1))] = marker
+        return found
+
+def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    own = getattr(op_class(name), "fingerprint_params", None)
+    return own(params) if own else params
+
+
+def _describe_task(spec: TaskSpec, phase: str | None = None) -> str:
+    what = ", ".join(s.describe() for s in spec.splits[:2]) + (" ..." if len(spec.splits) > 2 else "")
+    return f"{phase or f'phase {spec.phase.index}'} task {spec.task}" + (f" ({what})" if what else "")

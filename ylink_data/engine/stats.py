@@ -1,0 +1,164 @@
+"""The run's accounting: every input record is kept, dropped with a reason, or quarantined.
+
+Tasks report `TaskStats`; the driver adds them up into `stats.json`:
+  input_records + created == output_records + sum(all dropped) + quarantined
+where `created` counts the rows ops that make several rows of one document (`chunk`, `qa_extract`)
+added beyond the first per document: 0 for pipelines without such ops. Per stage, likewise:
+  in + created == out + sum(dropped) + quarantined
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+
+
+@dataclass
+class StageStats:
+    name: str
+    docs_in: int = 0
+    docs_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    quarantined: int = 0
+    seconds: float = 0.0
+    counters: Counter = field(default_factory=Counter)
+    # UTF-8 bytes of the documents' text going in and out (for `read`: the input bytes read, and
+    # the text of the documents made from them)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    created: int = 0  # rows made beyond one per input row (fan-out ops: chunks, pairs)
+    # Named counts a global op gives when its decisions are applied (GlobalOp.decision_breakdowns):
+    # minhash_dedup's documents in and removed per source, and its removals' similarities.
+    breakdowns: defaultdict = field(default_factory=lambda: defaultdict(Counter))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "created": self.created, "out": self.docs_out,
+                               "dropped": dict(sorted(self.dropped.items())), "quarantined": self.quarantined,
+                               "seconds": round(self.seconds, 3), "bytes_in": self.bytes_in,
+                               "bytes_out": self.bytes_out}
+        if self.counters:
+            out["counters"] = dict(sorted(self.counters.items()))
+        if self.breakdowns:
+            out["breakdowns"] = {k: dict(sorted(v.items())) for k, v in sorted(self.breakdowns.items())}
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StageStats":
+        breakdowns = defaultdict(Counter, {k: Counter(v) for k, v in d.get("breakdowns", {}).items()})
+        return cls(d["name"], d["in"], d["out"], Counter(d.get("dropped", {})), d.get("quarantined", 0),
+                   d.get("seconds", 0.0), Counter(d.get("counters", {})), d.get("bytes_in", 0), d.get("bytes_out", 0),
+                   d.get("created", 0), breakdowns)
+
+    def add(self, other: "StageStats") -> None:
+        self.docs_in += other.docs_in
+        self.docs_out += other.docs_out
+        self.dropped.update(other.dropped)
+        self.quarantined += other.quarantined
+        self.seconds += other.seconds
+        self.counters.update(other.counters)
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
+        self.created += other.created
+        for key, counts in other.breakdowns.items():
+            self.breakdowns[key].update(counts)
+
+
+@dataclass
+class TaskStats:
+    """What one task did: records read from input (phase 0) and per-stage counts, by stage index
+    (0 is `read`, i + 1 is the i-th op of the pipeline)."""
+
+    input_records: int = 0
+    input_bytes: int = 0
+    stages: dict[int, StageStats] = field(default_factory=dict)
+
+    def stage(self, index: int, name: str) -> StageStats:
+        if index not in self.stages:
+            self.stages[index] = StageStats(name)
+        return self.stages[index]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"input_records": self.input_records, "input_bytes": self.input_bytes,
+                "stages": {str(i): s.to_json() for i, s in sorted(self.stages.items())}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TaskStats":
+        return cls(d["input_records"], d.get("input_bytes", 0),
+                   {int(i): StageStats.from_json(s) for i, s in d["stages"].items()})
+
+    def add(self, other: "TaskStats") -> None:
+        self.input_records += other.input_records
+        self.input_bytes += other.input_bytes
+        for i, s in other.stages.items():
+            self.stage(i, s.name).add(s)
+
+
+def run_stats(total: TaskStats, stage_names: list[str], output_records: int) -> dict[str, Any]:
+    """stats.json: totals plus one entry per stage in pipeline order (`read` first)."""
+    stages = [total.stages.get(i, StageStats(name)).to_json() for i, name in enumerate(stage_names)]
+    quarantined = sum(s["quarantined"] for s in stages)
+    created = sum(s["created"] for s in stages)
+    return {"input_records": total.input_records, "created": created, "output_records": output_records,
+            "quarantined": quarantined, "input_bytes": total.input_bytes, "stages": stages}
+
+
+def check_invariant(stats: dict[str, Any]) -> str | None:
+    """None if the books balance, else a description of the gap: for the run, input records plus the
+    rows fan-out ops created equal the rows kept, dropped and quarantined; for each stage the same
+    with its own in/created/out (a stats.json from before `created` counts 0)."""
+    dropped = sum(sum(s["dropped"].values()) for s in stats["stages"])
+    created = stats.get("created", 0)
+    accounted = stats["output_records"] + dropped + stats["quarantined"]
+    if accounted != stats["input_records"] + created:
+        return (f"accounting gap: {stats['input_records']} input records + {created} created but "
+                f"{stats['output_records']} kept + {dropped} dropped + {stats['quarantined']} quarantined = {accounted}")
+    for s in stats["stages"]:
+        made = s.get("created", 0)
+        if s["in"] + made != s["out"] + sum(s["dropped"].values()) + s["quarantined"]:
+            return (f"accounting gap in stage {s['name']}: {s['in']} in + {made} created but {s['out']} out + "
+                    f"{sum(s['dropped'].values())} dropped + {s['quarantined']} quarantined")
+    return None
+
+
+UNKNOWN_LANG = "?"  # documents without a `lang` (no langid op, or none found), as the report shows them
+
+
+def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """stats.json's `tokens` section: `{"total": N, "documents": D, "by_lang": {...}, "by_tier": {...}}`,
+    sums of the published shards' `num_tokens` column (the `tokenize` op's, end-of-document ids
+    included), so they are exact after a resume as the shards are (a shard without the column counts
+    nothing). Reads two columns of each shard, in batches."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ylink_data.io.fs import join
+    from ylink_data.text.tokens.encode import NUM_TOKENS
+
+    total = documents = 0
+    by_lang: Counter = Counter()
+    by_tier: Counter = Counter()
+    for shard in shards:
+        with fs.open(join(root, shard["path"]), "rb") as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if NUM_TOKENS not in names:
+                continue
+            columns = [NUM_TOKENS] + (["lang"] if "lang" in names else [])
+            for batch in pf.iter_batches(batch_size=65536, columns=columns):
+                table = pa.Table.from_batches([batch])
+                n = int(pc.sum(table.column(NUM_TOKENS)).as_py() or 0)
+                total += n
+                documents += table.num_rows
+                if shard.get("tier") is not None:
+                    by_tier[shard["tier"]] += n
+                if "lang" not in names:
+                    by_lang[UNKNOWN_LANG] += n
+                    continue
+                table = table.set_column(1, "lang", pc.fill_null(table.column("lang"), UNKNOWN_LANG))
+                for row in table.group_by("lang").aggregate([(NUM_TOKENS, "sum")]).to_pylist():
+                    by_lang[row["lang"]] += int(row[f"{NUM_TOKENS}_sum"] or 0)
+    return {"total": total, "documents": documents, "by_lang": dict(sorted(by_lang.items(), key=lambda kv: -kv[1])),
+            "by_tier": dict(sorted(by_tier.items()))}

@@ -1,0 +1,119 @@
+"""exact_dedup: remove documents whose (normalised) text already appeared anywhere in the corpus.
+
+Keys are 128-bit hashes computed where the documents are. Resolution is a hash-partitioned shuffle:
+each task spills its keys into partition files, each partition is sorted and its repeats marked, so
+memory is bounded by the partition size (`rows_per_partition`), not the corpus, and there are at
+least two partitions per CPU, so every CPU has work. The first copy in input order (task, then row)
+is kept, which makes the choice deterministic and independent of the partitioning.
+"""
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pydantic import PositiveInt
+
+from ylink_data.io.parquet import ParquetFileWriter
+from ylink_data.engine.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
+from ylink_data.ops import register
+from ylink_data.ops.base import GlobalOp
+
+
+@register
+class ExactDedup(GlobalOp):
+    """Drops exact duplicates (reason `exact_dedup`) of `column` across the whole run."""
+
+    name = "exact_dedup"
+
+    @classmethod
+    def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return [("column", params["column"])]
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+        return []
+
+    def __init__(self, column: str = "text", lowercase: bool = False, collapse_whitespace: bool = True,
+                 unicode_nfkc: bool = False, rows_per_partition: PositiveInt = 4_000_000):
+        self.column = column
+        self.lowercase = lowercase
+        self.collapse_whitespace = collapse_whitespace
+        self.unicode_nfkc = unicode_nfkc
+        self.rows_per_partition = rows_per_partition
+
+    def normalise(self, text: str) -> str:
+        if self.unicode_nfkc:
+            text = unicodedata.normalize("NFKC", text)
+        if self.lowercase:
+            text = text.lower()
+        if self.collapse_whitespace:
+            # Runs of whitespace to one space, ends stripped: what re's `\s+` and strip() do (the same
+            # characters, str.isspace's), 10x faster than re.sub on prose (33 us of a 1 KB document).
+            text = " ".join(text.split())
+        return text
+
+    def keys(self, table: pa.Table) -> dict[str, pa.Array]:
+        hashes = [hashlib.blake2b(self.normalise(t or "").encode(), digest_size=16).digest()
+                  for t in table.column(self.column).to_pylist()]
+        return {"hash": pa.array(hashes, pa.binary(16))}
+
+    def resolve(self, ctx: GlobalContext) -> None:
+        key = ctx.key_column("hash")
+        partitions = ctx.partitions(ctx.total_rows, self.rows_per_partition)
+        tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
+        spill = [(ctx.layout, t, ctx.parts[t], key, partitions, ctx.work_path("shuffle")) for t in tasks]
+        written = ctx.run_tasks(_partition_keys, spill, "exact_dedup: partition keys")
+        inputs = [[path for _, paths in written if (path := paths[p])] for p in range(partitions)]
+        args = [(ctx.layout, paths, ctx.decision_path(f"exact_dedup-{p:05d}")) for p, paths in enumerate(inputs)]
+        written = ctx.run_tasks(_find_repeats, args, "exact_dedup: find repeats")
+        ctx.decisions += [path for path in written if path]
+
+
+def _partition_keys(layout: RunLayout, task: int, paths: list[str], key: str, partitions: int,
+                    spill_dir: str) -> tuple[int, list[str | None]]:
+    table = read_key_columns(layout, paths, [key])
+    table = table.append_column("task", pa.array(np.full(table.num_rows, task, np.int32)))
+    # The first 8 bytes of a blake2b digest are uniform: take them mod P for the partition.
+    digests = table.column(key).combine_chunks()
+    prefix = np.frombuffer(digests.buffers()[1], np.uint64)[digests.offset * 2::2][:len(digests)]
+    part = (prefix % np.uint64(partitions)).astype(np.int64)
+    order = np.argsort(part, kind="stable")  # rows stay in order within a partition
+    table, part = table.take(pa.array(order)), part[order]
+    bounds = np.searchsorted(part, np.arange(partitions + 1))
+    paths_out: list[str | None] = []
+    for p in range(partitions):
+        if bounds[p + 1] == bounds[p]:
+            paths_out.append(None)
+            continue
+        path = f"{spill_dir}/task-{task:05d}-p{p:05d}.parquet"
+        writer = ParquetFileWriter(layout.fs, path, "lz4")
+        writer.write(table.slice(bounds[p], bounds[p + 1] - bounds[p]).rename_columns(["hash", "row", "task"]))
+        writer.close()
+        paths_out.append(path)
+    return task, paths_out
+
+
+def _find_repeats(layout: RunLayout, paths: list[str], out: str) -> str | None:
+    """The repeats among one partition's keys (every task's file of it), written to `out` (None:
+    there are none). The first copy in input order (task, then row) is the one kept."""
+    tables = []
+    for path in paths:
+        with layout.fs.open(path, "rb") as f:
+            tables.append(pq.read_table(f))
+    if sum(t.num_rows for t in tables) < 2:
+        return None
+    table = pa.concat_tables(tables).sort_by([("hash", "ascending"), ("task", "ascending"), ("row", "ascending")])
+    hashes = table.column("hash")
+    repeat = pc.equal(hashes.slice(1), hashes.slice(0, table.num_rows - 1))
+    dups = table.slice(1).filter(repeat)
+    if dups.num_rows == 0:
+        return None
+    write_decision_file(layout, out, pa.table({
+        "task": dups.column("task").cast(pa.int32()), "row": dups.column("row").cast(pa.int64()),
+        "reason": pa.array(["exact_dedup"] * dups.num_rows, pa.string())}))
+    return out
