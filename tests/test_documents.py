@@ -302,7 +302,7 @@ def read(path: Path, **input_options) -> list:
 
 def test_ocr_without_tesseract_is_an_input_error_before_any_work(shared_data, monkeypatch, tmp_path):
     from ylink_data.core.errors import InputError
-    from ylink_data.io.fs import InputFile
+    from ylink_data.io.listing import InputFile
     from ylink_data.io.readers import plan_splits
 
     pdf = shared_data / "documents/pdf/docling/multi_page.pdf"

@@ -25,7 +25,7 @@ from warcio.archiveiterator import ArchiveIterator
 from ylink_data.engine.config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.io.charset import decode_html
-from ylink_data.io.fs import InputFile, expand_paths
+from ylink_data.io.listing import InputFile, expand_paths
 from ylink_data.io.readers import (Bad, Record, Skip, Split, group_splits, open_split, plan_splits,
                                    read_split, split_extension)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ylink_data.io.fs import expand_paths
+from ylink_data.io.listing import expand_paths
 
 from ..conftest import TEST_DATA
 from .processes import ylink

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 import ylink_data
-from ylink_data.io.fs import expand_paths
+from ylink_data.io.listing import expand_paths
 
 from ..conftest import REPO, TEST_DATA
 from ..s3server import s3_server

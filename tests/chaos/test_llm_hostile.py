@@ -24,7 +24,7 @@ from tests.chaos.hostile_answers import junk, score_lines, scores, strings, verd
 from tests.chaos.processes import ylink
 from tests.llmserver import UNUSABLE, LLMServer
 from ylink_data import run
-from ylink_data.io.digest import seal, unseal
+from ylink_data.core.digest import seal, unseal
 from ylink_data.io.llm.client import MAX_BODY_BYTES, RAW_CHARS
 from ylink_data.engine.stats import check_invariant
 

@@ -50,7 +50,7 @@ _ATOMIC_WRITE = """
 import os, sys
 from fsspec.implementations.local import LocalFileSystem
 from ylink_data.core.errors import OutputError
-from ylink_data.io.fs import atomic_write
+from ylink_data.core.storage import atomic_write
 try:
     with atomic_write(LocalFileSystem(), sys.argv[1] + "/shard.bin") as f:
         f.write(b"x" * (1 << 20))

@@ -25,7 +25,7 @@ import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
 from ylink_data.engine.config import InputConfig
-from ylink_data.io.fs import expand_paths
+from ylink_data.io.listing import expand_paths
 from ylink_data.io.readers import Bad, Record, open_split, plan_splits, read_split
 
 from ..conftest import REPO, SAMPLES, TEST_DATA

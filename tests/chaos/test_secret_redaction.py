@@ -24,7 +24,7 @@ import yaml
 import ylink_data
 from ylink_data.engine.config import load_config
 from ylink_data.core.errors import InputError, RunStateError
-from ylink_data.io.fs import expand_paths
+from ylink_data.io.listing import expand_paths
 from ylink_data.report.gather import gather, thresholds
 from ylink_data.core.redaction import MASK, redact, redact_text, redact_url
 

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.fs import filesystem, join
+from ylink_data.core.storage import filesystem, join
 from ylink_data.io.manifest import RunManifest, RunShard, read_manifest
 from ylink_data.cache.order import BLOCK_ROWS, WINDOW_BLOCKS, EpochOrder
 from ylink_data.cache.position import EpochPosition, check_shape, merge_states

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.fs import join
+from ylink_data.core.storage import join
 from ylink_data.io.manifest import ManifestError, MegatronPair, ShardRef, clean_path, inside_run, read_manifest
 from ylink_data.io.megatron.write import data_path_args
 from ylink_data.cache.prefetch import Prefetcher

@@ -63,7 +63,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ylink_data.core.errors import InputError, YlinkError
-from ylink_data.io.fs import filesystem, join
+from ylink_data.core.storage import filesystem, join
 from ylink_data.io.manifest import MegatronPair, RunFile, RunManifest, read_manifest
 from ylink_data.core.redaction import redact_url
 from ylink_data.io.megatron.indexed import parse_index

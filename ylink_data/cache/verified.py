@@ -20,7 +20,7 @@ from typing import Iterator
 import fsspec
 import pyarrow as pa
 
-from ylink_data.io.fs import NO_ROOM, is_local
+from ylink_data.core.storage import NO_ROOM, is_local
 from ylink_data.io.manifest import ShardRef
 from ylink_data.cache.download import (DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room,
                        sha256_file, wrong_size)

@@ -14,7 +14,8 @@ from rich.text import Text
 
 from ylink_data.engine.config import InputConfig
 from ylink_data.core.errors import InputError
-from ylink_data.io.fs import expand_paths, filesystem, join
+from ylink_data.core.storage import filesystem, join
+from ylink_data.io.listing import expand_paths
 from ylink_data.io.readers import Bad, Record, open_split, plan_splits, read_split
 from ylink_data.core.redaction import redact_text, redact_url
 

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ylink_data.io.fs import filesystem
+    from ylink_data.core.storage import filesystem
     from ylink_data.core.redaction import redact_text
     from ylink_data.report import write_report
 

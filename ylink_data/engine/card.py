@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ylink_data.io.fs import atomic_write
+from ylink_data.core.storage import atomic_write
 from ylink_data.core.schema import DOCUMENT_SCHEMA
 from ylink_data.io.layout import RunLayout
 

@@ -49,7 +49,7 @@ def _not_blank(what: str) -> AfterValidator:
 
 class InputConfig(_Strict):
     # Files, folders, globs or URLs. A folder holding a finished ylink run (its manifest.json) stands
-    # for the run's published shards as the manifest lists them, nothing else of it (io/fs.py,
+    # for the run's published shards as the manifest lists them, nothing else of it (io/listing.py,
     # expand_paths), read as Parquet whatever `format` says: each row's text, url, lang, lang_score
     # and metadata as the run wrote them, its other one-value columns (the run's id and source, ops'
     # scores) added to the metadata (io/readers/parquet.py, run_record). A folder of an unfinished

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ylink_data.engine.config import PipelineConfig
 from ylink_data.core.errors import ConfigError
-from ylink_data.io.digest import content_digest
+from ylink_data.core.digest import content_digest
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import op_class
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.fs import GLOB_CHARS, expand_paths, filesystem
+from ylink_data.core.storage import filesystem
+from ylink_data.io.listing import GLOB_CHARS, expand_paths
 from ylink_data.io.writable import check_writable
 from ylink_data.engine.files_read import op_files
 from ylink_data.engine.node_paths import strings_in

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ylink_data.io.fs import join
+from ylink_data.core.storage import join
 from ylink_data.io.parquet import ParquetFileWriter
 from ylink_data.io.layout import RunLayout
 from ylink_data.engine.plan import StageRef

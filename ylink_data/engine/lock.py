@@ -35,7 +35,7 @@ import uuid
 from typing import Callable, Iterator
 
 from ylink_data.core.errors import RunStateError, YlinkError
-from ylink_data.io.fs import is_local, writing_into
+from ylink_data.core.storage import is_local, writing_into
 from ylink_data.io.locks import flock, unlock
 from ylink_data.io.writable import unwritable
 from ylink_data.io.layout import RunLayout

@@ -10,7 +10,7 @@ from typing import Any
 
 from ylink_data.engine.config import PipelineConfig
 from ylink_data.core.errors import ConfigError
-from ylink_data.io.fs import atomic_write, is_local, join
+from ylink_data.core.storage import atomic_write, is_local, join
 from ylink_data.core.redaction import redact_url
 from ylink_data.text.tokens.load import load_tokenizer
 from ylink_data.io.megatron.write import data_path_args, megatron_dtype, megatron_section

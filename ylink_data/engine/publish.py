@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.fs import publish_copy, write_json
+from ylink_data.core.storage import publish_copy, write_json
 from ylink_data.io.parquet import ParquetFileWriter
 from ylink_data.text.tokens.encode import TOKEN_IDS
 from ylink_data.io.megatron.write import write_pair

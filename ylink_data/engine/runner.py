@@ -23,7 +23,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ylink_data.core.version import __version__
 from ylink_data.engine.config import PipelineConfig, load_config
 from ylink_data.core.errors import ConfigError, RunStateError
-from ylink_data.io.fs import InputFile, input_files, read_json, write_json, writing_into
+from ylink_data.core.storage import read_json, write_json, writing_into
+from ylink_data.io.listing import InputFile, input_files
 from ylink_data.io.readers import group_splits, plan_splits
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import build_op, op_class

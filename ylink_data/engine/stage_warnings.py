@@ -11,7 +11,7 @@ validate` and at the start of a run, never errors (a pipeline may mean it).
 from __future__ import annotations
 
 from ylink_data.engine.config import PipelineConfig
-from ylink_data.io.fs import InputFile
+from ylink_data.io.listing import InputFile
 from ylink_data.io.readers import split_extension
 from ylink_data.ops import op_class
 

@@ -134,7 +134,7 @@ def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str,
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from ylink_data.io.fs import join
+    from ylink_data.core.storage import join
     from ylink_data.text.tokens.encode import NUM_TOKENS
 
     total = documents = 0

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from ylink_data.engine.config import PipelineConfig
 from ylink_data.core.errors import InputError, YlinkError
-from ylink_data.io.fs import atomic_write, read_json, write_json
+from ylink_data.core.storage import atomic_write, read_json, write_json
 from ylink_data.io.parquet import ParquetFileWriter, RollingParquetWriter
 from ylink_data.io.readers import Bad, Record, Skip, Split, open_split, read_split
 from ylink_data.io.readers.base import describe_error

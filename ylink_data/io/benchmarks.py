@@ -26,7 +26,7 @@ from fsspec.utils import infer_compression
 from ylink_data.engine.config import did_you_mean
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
-from ylink_data.io.fs import filesystem
+from ylink_data.core.storage import filesystem
 
 FORMATS = ("jsonl", "parquet", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv"}

@@ -27,7 +27,7 @@ from typing import Any
 
 import fsspec
 
-from ylink_data.io.fs import filesystem, join
+from ylink_data.core.storage import filesystem, join
 
 # What a run writes, in the order --fresh removes it (after `withdraw_manifests`): the proofs of
 # completion first, run.json (which config the folder holds) last, so that a removal stopped

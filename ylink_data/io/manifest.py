@@ -21,7 +21,7 @@ from typing import Any
 import fsspec
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.fs import filesystem, full_url, is_local, join
+from ylink_data.core.storage import filesystem, full_url, is_local, join
 
 VERSIONS = (1,)           # the manifest versions this code reads (ylink_data.engine.runner.FORMAT_VERSION)
 MAX_FILE_BYTES = 2 ** 63 - 1  # the largest size a file can have (a signed 64-bit offset)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ylink_data.core.schema import INTERNAL_PREFIX
-from ylink_data.io.fs import HashingWriter, atomic_write
+from ylink_data.core.storage import HashingWriter, atomic_write
 
 ROW_GROUP_ROWS = 4096
 # Long free text neither dictionary-encodes nor benefits from min/max statistics; computing them

@@ -12,7 +12,7 @@ import io
 import os
 from typing import Iterator
 
-from ylink_data.io.fs import filesystem, join
+from ylink_data.core.storage import filesystem, join
 
 
 def listed_paths(list_url: str, base: str | None, storage_options_for) -> Iterator[tuple[int, str]]:

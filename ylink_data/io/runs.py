@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ylink_data.io.fs import join, read_json
+from ylink_data.core.storage import join, read_json
 from ylink_data.io.manifest import RunManifest, read_manifest
 from ylink_data.core.schema import DOCUMENT_SCHEMA
 

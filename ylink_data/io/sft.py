@@ -21,7 +21,7 @@ import fsspec
 import pyarrow as pa
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.fs import HashingWriter, atomic_write, join
+from ylink_data.core.storage import HashingWriter, atomic_write, join
 from ylink_data.text.datagen.prompt import instruction_prompt
 
 FORMATS = ("alpaca", "sharegpt", "messages")

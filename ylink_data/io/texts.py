@@ -17,7 +17,8 @@ from ylink_data.core.redaction import redact_url
 from ylink_data.core.timelimit import DocumentTimeout
 from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR
 from ylink_data.text.transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorFailed, ExtractorProcess
-from ylink_data.io.fs import expand_paths, filesystem, join
+from ylink_data.core.storage import filesystem, join
+from ylink_data.io.listing import expand_paths
 from ylink_data.io.readers import Bad, Record, Skip, open_split, plan_splits, read_split
 
 RUN_BATCH_ROWS = 1024  # rows of a run's shard read at a time: memory stays flat on any shard size

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from ylink_data.core.errors import OutputError, YlinkError
-from ylink_data.io.fs import filesystem, is_local, join, output_error
+from ylink_data.core.storage import filesystem, is_local, join, output_error
 from ylink_data.io.readers.base import describe_error
 
 FIX = ("check the credentials (storage: or the environment), the endpoint and that the bucket exists, "

@@ -58,7 +58,7 @@ from ylink_data.text.dedup.minhash import is_empty, lsh_params, shingle_hashes, 
 from ylink_data.text.dedup import verified
 from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, pair_jaccard, priorities
 from ylink_data.core.errors import InputError
-from ylink_data.io.fs import filesystem, read_json, write_json
+from ylink_data.core.storage import filesystem, read_json, write_json
 from ylink_data.engine.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
 from ylink_data.text.transform.units import unit_languages
 from ylink_data.ops import register

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ylink_data.io.fs import atomic_write, filesystem, join
+from ylink_data.core.storage import atomic_write, filesystem, join
 from ylink_data.io.runs import Run, open_run
 
 

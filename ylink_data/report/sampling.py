@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ylink_data.io.fs import join
+from ylink_data.core.storage import join
 from ylink_data.io.runs import Run
 
 BATCH_ROWS = 4096

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ylink_data.core.errors import InputError, RunStateError
-from ylink_data.io.fs import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
+from ylink_data.core.storage import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
 from ylink_data.io.manifest import ShardRef, read_manifest
 from ylink_data.io.layout import file_sizes
 from ylink_data.core.redaction import redact_url

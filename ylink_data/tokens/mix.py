@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ylink_data.core.errors import RunStateError
-from ylink_data.io.fs import atomic_write, filesystem, full_url, is_local, join, write_json
+from ylink_data.core.storage import atomic_write, filesystem, full_url, is_local, join, write_json
 from ylink_data.io.manifest import ManifestError, RunManifest, read_manifest
 from ylink_data.core.redaction import redact_url
 from ylink_data.io.megatron.indexed import Index

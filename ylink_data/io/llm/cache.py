@@ -25,8 +25,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ylink_data.io.digest import seal, unseal
-from ylink_data.io.fs import atomic_write, filesystem, join
+from ylink_data.core.digest import seal, unseal
+from ylink_data.core.storage import atomic_write, filesystem, join
 
 FORMAT = 1  # in every entry and in the key: a change of layout never reads old entries wrongly
 

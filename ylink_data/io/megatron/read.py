@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ylink_data.io.fs import is_local, join
+from ylink_data.core.storage import is_local, join
 from ylink_data.io.manifest import ManifestError, MegatronPair, RunFile, RunManifest
 from ylink_data.io.megatron.indexed import Index, parse_index
 

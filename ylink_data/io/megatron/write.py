@@ -14,7 +14,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from ylink_data.io.fs import HashingWriter, atomic_write, join
+from ylink_data.core.storage import HashingWriter, atomic_write, join
 from ylink_data.text.tokens.encode import flat_ids
 from ylink_data.io.megatron.indexed import index_bytes, write_bin
 

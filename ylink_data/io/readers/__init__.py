@@ -16,8 +16,9 @@ import fsspec.spec
 from ylink_data.engine.config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
-from ylink_data.io.digest import sha256_of
-from ylink_data.io.fs import InputFile, filesystem
+from ylink_data.core.digest import sha256_of
+from ylink_data.core.storage import filesystem
+from ylink_data.io.listing import InputFile
 from ylink_data.io.readers.base import Bad, Record, Skip, Split, read_whole
 from ylink_data.io.readers.decompress import decompressed
 from ylink_data.io.readers.jsonl import read_jsonl

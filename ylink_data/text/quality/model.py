@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ylink_data.core.errors import InputError
-from ylink_data.io.digest import has_checksum, write_checksum
-from ylink_data.io.fs import filesystem, is_local
+from ylink_data.core.digest import has_checksum, write_checksum
+from ylink_data.core.storage import filesystem, is_local
 from ylink_data.text.quality.preprocess import STRUCTURE_MARKS, model_lines
 
 POSITIVE = "__label__hq"

@@ -45,7 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from ylink_data.core.errors import InputError
-from ylink_data.io.fs import atomic_write, filesystem, write_json
+from ylink_data.core.storage import atomic_write, filesystem, write_json
 from ylink_data.io.texts import Skipped, iter_texts
 from ylink_data.text.quality import autotune
 from ylink_data.text.quality.autotune import Row

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 
 from ylink_data.core.errors import InputError
-from ylink_data.io.fs import filesystem
+from ylink_data.core.storage import filesystem
 from ylink_data.core.redaction import redact_url
 
 # End-of-document tokens, in the order they are looked for when none is named: GPT-2/Qwen/ylink's,

@@ -33,7 +33,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ylink_data.core.errors import InputError
-from ylink_data.io.fs import filesystem
+from ylink_data.core.storage import filesystem
 from ylink_data.core.redaction import redact_url
 from ylink_data.text.tokens.chat import Malformed
 from ylink_data.core.paths import ASSETS

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from ylink_data.core.errors import InputError, OutputError
-from ylink_data.io.fs import atomic_write, filesystem, is_local
+from ylink_data.core.storage import atomic_write, filesystem, is_local
 from ylink_data.io.texts import Skipped, iter_texts
 from ylink_data.core.redaction import redact_url
 

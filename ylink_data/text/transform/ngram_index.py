@@ -54,7 +54,7 @@ from typing import Any, BinaryIO, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ylink_data.io.digest import file_digest, new_digest
+from ylink_data.core.digest import file_digest, new_digest
 from ylink_data.text.transform.ngrams import Tokens, _string_parts, ngram_hashes, token_hashes
 from ylink_data.text.transform.script import written_unspaced
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import fsspec
 
-from ylink_data.io.fs import filesystem, is_local
+from ylink_data.core.storage import filesystem, is_local
 
 _BLOCK = 4 << 20
 # Local files hashed by this process: (path, stat stamp) -> digest. Small (one entry per file read).

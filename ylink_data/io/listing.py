@@ -1,47 +1,26 @@
-"""Filesystem access through fsspec: every path may be local, a glob, or a URL (s3://, gs://,
-http(s)://, memory://). Writers publish atomically: a reader never sees half a file."""
+"""The input files a pipeline names: globs, folders and URLs (s3://, gs://, http(s)://, memory://)
+expanded to a sorted list of regular files, folders of finished runs read as their shards only, path
+lists (`input.paths_from`), and the entries that are not files skipped or refused in one line."""
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import json
 import logging
 import os
 import re
 import urllib.parse
-import uuid
 from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from typing import Any
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
-from ylink_data.core.errors import InputError, OutputError, YlinkError
+from ylink_data.core.errors import InputError, YlinkError
 from ylink_data.core.redaction import redact_url
+from ylink_data.core.storage import filesystem, full_url, is_local, join
 from ylink_data.io.entries import Skipped, classify
 
 log = logging.getLogger(__name__)
 
 GLOB_CHARS = set("*?[")
-
-
-def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem for `url` and the path within it."""
-    return fsspec.core.url_to_fs(url, **(storage_options or {}))
-
-
-def is_local(fs: fsspec.AbstractFileSystem) -> bool:
-    return isinstance(fs, LocalFileSystem)
-
-
-def join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
-
-
-def full_url(fs: fsspec.AbstractFileSystem, path: str) -> str:
-    """A path as users write it: plain for local files, with its protocol otherwise."""
-    return path if is_local(fs) else fs.unstrip_protocol(path)
 
 
 @dataclass(frozen=True)
@@ -298,146 +277,3 @@ class _Excluded:
         return fs.unstrip_protocol(path)
 
 
-class HashingWriter:
-    """A write-only file wrapper that counts bytes and computes sha256 as data passes through, so a
-    shard's checksum costs no second read."""
-
-    def __init__(self, raw: IO[bytes]):
-        self.raw = raw
-        self.sha256 = hashlib.sha256()
-        self.bytes = 0
-        self.closed = False
-
-    def write(self, data: bytes) -> int:
-        self.raw.write(data)
-        self.sha256.update(data)
-        self.bytes += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self.bytes
-
-    def flush(self) -> None:
-        self.raw.flush()
-
-    def close(self) -> None:
-        self.closed = True
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-
-_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
-# No room on the disk, in the user's quota, or in one file (EFBIG: past the file system's or the
-# process's largest file): the same fix for the user, more space.
-NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-def output_error(exc: BaseException, folder: str) -> OutputError | None:
-    """The one-line error for a write into `folder` that failed because the folder is read-only,
-    not ours to write, or full; None for any other failure."""
-    if isinstance(exc, PermissionError) or (isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE):
-        return OutputError(f"{folder} is not writable ({_reason(exc)}): choose a writable output.path")
-    if isinstance(exc, OSError) and exc.errno in NO_ROOM:
-        return OutputError(f"no space left for {folder} ({_reason(exc)}): free some space, then rerun the "
-                           "same command to resume (finished work is kept)")
-    return None
-
-
-def _reason(exc: BaseException) -> str:
-    if getattr(exc, "strerror", None):
-        return exc.strerror
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-@contextlib.contextmanager
-def atomic_write(fs: fsspec.AbstractFileSystem, path: str, mode: str = "wb") -> Iterator[IO]:
-    """Write `path` so that it appears complete or not at all. Local files go to a temporary name in
-    the same folder and are renamed; on object stores an upload only becomes visible when it
-    completes, so the object is written in place. Nothing is published if the block raises.
-    A folder that is read-only, not ours or full raises OutputError naming it."""
-    parent = path.rsplit("/", 1)[0] if "/" in path else ""
-    with writing_into(full_url(fs, parent) if parent else "."):
-        if is_local(fs):
-            yield from _atomic_write_local(path, parent, mode)
-        else:
-            yield from _atomic_write_remote(fs, path, mode)
-
-
-def _atomic_write_local(path: str, parent: str, mode: str) -> Iterator[IO]:
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
-    f = open(tmp, mode)
-    try:
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-        os.replace(tmp, path)
-    except BaseException:
-        # Clean-up must never replace the error that brought us here: on a full disk the close
-        # fails too, in a read-only folder the removal.
-        with contextlib.suppress(OSError):
-            f.close()
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def _atomic_write_remote(fs: fsspec.AbstractFileSystem, path: str, mode: str) -> Iterator[IO]:
-    f = fs.open(path, mode)
-    try:
-        yield f
-    except BaseException:
-        with contextlib.suppress(Exception):
-            if hasattr(f, "discard"):
-                f.discard()  # abort the pending upload instead of committing it
-            else:
-                f.close()
-            if fs.exists(path):
-                fs.rm(path)
-        raise
-    f.close()
-
-
-@contextlib.contextmanager
-def writing_into(folder: str) -> Iterator[None]:
-    """Writes into `folder` in the block: a read-only, foreign or full folder becomes an OutputError."""
-    try:
-        yield
-    except OSError as exc:
-        error = output_error(exc, folder)
-        if error is None:
-            raise
-        raise error from None
-
-
-def write_json(fs: fsspec.AbstractFileSystem, path: str, obj: Any) -> None:
-    data = json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False).encode()
-    with atomic_write(fs, path) as f:
-        f.write(data + b"\n")
-
-
-def read_json(fs: fsspec.AbstractFileSystem, path: str) -> Any:
-    # One GET: opening a file over HTTP asks for its size first, a second round trip.
-    return json.loads(fs.cat_file(path))
-
-
-def publish_copy(fs: fsspec.AbstractFileSystem, src: str, dst: str) -> None:
-    """Make `dst` a copy of `src` atomically, keeping `src` (so a crash mid-publish can redo it).
-    Local: a hard link when possible (no bytes copied); object stores: a server-side copy."""
-    if is_local(fs):
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        tmp = f"{dst}.tmp-{uuid.uuid4().hex[:12]}"
-        try:
-            os.link(src, tmp)
-        except OSError:
-            fs.copy(src, tmp)
-        os.replace(tmp, dst)
-    else:
-        fs.copy(src, dst)
