@@ -44,7 +44,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ylink_data.text.quality import QualityModel, model_lines, train_classifier  # noqa: E402
+from ylink_data.text.quality import QualityModel, model_lines
+
+from ylink_data.train.quality import train_classifier  # noqa: E402
 
 SHARED = Path(os.environ.get("YLINK_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -182,7 +184,8 @@ def _sweep(lang: str, pres: list[str], prefixes: list[int], dims: list[int], qua
 
     sys.path.insert(0, str(REPO / "ylink_data/assets"))
     from models.train_defaults import PARAMS, build_en, build_zh, texts
-    from ylink_data.text.quality.train import MIN_MATRIX_BYTES, balance, read_examples, roc_auc
+    from ylink_data.text.quality.train import MIN_MATRIX_BYTES, balance, roc_auc
+    from ylink_data.train.quality import read_examples
 
     seed = PARAMS["seed"]
     pre_fns = _preprocessors()

@@ -70,9 +70,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "ylink_data" / "assets"))
 
-from ylink_data.text.quality import QualityModel, model_lines, train_classifier  # noqa: E402
+from ylink_data.text.quality import QualityModel, model_lines
+
+from ylink_data.train.quality import train_classifier  # noqa: E402
 from ylink_data.text.quality.model import NEGATIVE, POSITIVE  # noqa: E402
-from ylink_data.text.quality.train import AUTOTUNE_SECONDS, Example, fit, read_examples, roc_auc, train_split  # noqa: E402
+from ylink_data.text.quality.train import AUTOTUNE_SECONDS, Example, fit, roc_auc, train_split
+from ylink_data.train.quality import read_examples  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 TEST_FRACTION = 0.2

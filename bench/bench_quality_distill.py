@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from tests.llmserver import LLMServer, edu_score  # noqa: E402
 from tests.test_judge_edu import reuters, thucnews  # noqa: E402
 from ylink_data import run  # noqa: E402
-from ylink_data.engine.flow import load_flow, run_flow  # noqa: E402
+from ylink_data.flow import load_flow, run_flow  # noqa: E402
 from ylink_data.text.quality.train import roc_auc, spearman  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ylink_data.text.quality import QualityModel, model_line, train_classifier
+from ylink_data.text.quality import QualityModel, model_line
+
+from ylink_data.train.quality import train_classifier
 from ylink_data.text.quality.autotune import FOLDS, MAX_CANDIDATES, Trial, candidates, choose, estimated_seconds, plan
 from ylink_data.text.quality.preprocess import STRUCTURE_MARKS, structure_tokens
 

@@ -29,7 +29,7 @@ def _reuters(shared, n):
 def model_path(tmp_path_factory):
     """A small real classifier from `ylink quality train`'s function: THUCNews news and Reuters
     (good) against the ChineseWebText pages (bad)."""
-    from ylink_data.text.quality.train import train_classifier
+    from ylink_data.train.quality import train_classifier
 
     if not SHARED_DATA.is_dir():
         pytest.skip(f"research-only data not found at {SHARED_DATA} (CI always has ../shared/data)")

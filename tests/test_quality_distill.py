@@ -18,10 +18,11 @@ import pytest
 from tests.llmserver import LLMServer, edu_score
 from tests.test_judge_edu import reuters, thucnews
 from ylink_data import run
-from ylink_data.engine.flow import load_flow, run_flow
+from ylink_data.flow import load_flow, run_flow
 from ylink_data.engine.stats import check_invariant
 from ylink_data.text.quality import QualityModel
-from ylink_data.text.quality.train import roc_auc, spearman, train_from_run
+from ylink_data.text.quality.train import roc_auc, spearman
+from ylink_data.train.quality import train_from_run
 
 from .conftest import REPO, SHARED_DATA
 

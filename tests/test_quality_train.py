@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ylink_data.core.errors import InputError
-from ylink_data.text.quality import QualityModel, model_line, model_lines, train_classifier
+from ylink_data.text.quality import QualityModel, model_line, model_lines
+from ylink_data.train.quality import train_classifier
 from ylink_data.text.quality.train import chunk, public_url, roc_auc
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,8 @@ from ylink_data.io.readers.jsonl import read_jsonl, record_from_mapping
 from ylink_data.engine.stats import check_invariant
 from ylink_data.ops.sft import SftTokenize
 from ylink_data.text.tokens.chat import to_messages
-from ylink_data.text.tokens.pack import IGNORE_INDEX, PackedBatches, pack, plan_bins
+from ylink_data.cache.packed import PackedBatches
+from ylink_data.text.tokens.pack import IGNORE_INDEX, pack, plan_bins
 from ylink_data.text.tokens.sft import load_chat_template, render_with_spans
 
 from .conftest import REPO

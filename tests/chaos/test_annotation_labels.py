@@ -20,7 +20,7 @@ import pytest
 from tests.llmserver import edu_score
 from tests.test_judge_edu import reuters
 from ylink_data import run
-from ylink_data.text.quality.train import train_from_run
+from ylink_data.train.quality import train_from_run
 
 UNUSABLE = {"null": None, "nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 

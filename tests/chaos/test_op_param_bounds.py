@@ -102,7 +102,7 @@ def presets_and_pipelines() -> list[Path]:
 def test_every_preset_and_pipeline_still_validates(path):
     raw = yaml.safe_load(path.read_text())
     if "steps" in raw:  # a flow: every step's pipeline or command
-        from ylink_data.engine.flow import load_flow
+        from ylink_data.flow import load_flow
 
         # A step that reads another command's output (pipelines/quality-distill.yaml reads the
         # quickstart's out/quickstart) reads a bundled corpus instead: validation checks inputs exist.

@@ -97,7 +97,7 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ylink_data.engine.config import load_config
-    from ylink_data.engine.flow import load_flow, path_is_flow, run_flow
+    from ylink_data.flow import load_flow, path_is_flow, run_flow
     from ylink_data.engine.runner import Runner
 
     if path_is_flow(args.pipeline):  # steps: pipelines and a training command, run in order
@@ -118,7 +118,7 @@ def _validate(args: argparse.Namespace) -> int:
     from ylink_data.core.errors import ConfigError
     from ylink_data.io.writable import check_writable
     from ylink_data.engine.field_check import field_problems
-    from ylink_data.engine.flow import load_flow, path_is_flow
+    from ylink_data.flow import load_flow, path_is_flow
     from ylink_data.engine.runner import Runner
     from ylink_data.engine.stage_warnings import stage_warnings
 

@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ylink_data.text.quality.train import metrics_path, train_classifier, train_from_run
+    from ylink_data.text.quality.train import metrics_path
+    from ylink_data.train.quality import train_classifier, train_from_run
 
     if args.run is None and (not args.positive or not args.negative):
         raise InputError("give --positive and --negative example files, or --from RUN with its --label-column")

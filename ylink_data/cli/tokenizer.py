@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ylink_data.text.tokens.train import train_tokenizer
+    from ylink_data.train.tokenizer import train_tokenizer
 
     started = time.perf_counter()
     result = train_tokenizer(args.inputs, args.output, args.vocab_size, seed=args.seed,

@@ -256,7 +256,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
         raise ConfigError("the pipeline must be a mapping of keys (name, input, output, stages...)", source)
     if "steps" in raw:
         raise ConfigError("steps: this is a flow (steps of pipelines and commands), not one pipeline: run it with "
-                          "`ylink run`, or ylink_data.engine.flow.run_flow(load_flow(PATH))", source)
+                          "`ylink run`, or ylink_data.flow.run_flow(ylink_data.flow.load_flow(PATH))", source)
     raw = dict(raw)
     raw.pop("include", None)
     env = _EnvExpansion()

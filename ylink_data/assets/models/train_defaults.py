@@ -40,7 +40,8 @@ REPO = HERE.parent.parent.parent
 sys.path.insert(0, str(REPO))
 
 from ylink_data.io.charset import decode_html  # noqa: E402
-from ylink_data.text.quality import QualityModel, train_classifier  # noqa: E402
+from ylink_data.text.quality import QualityModel
+from ylink_data.train.quality import train_classifier  # noqa: E402
 from ylink_data.text.quality.preprocess import looks_chinese  # noqa: E402
 from ylink_data.text.quality.train import chunk, roc_auc  # noqa: E402
 from ylink_data.text.transform.extract import extract_text  # noqa: E402

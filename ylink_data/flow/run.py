@@ -22,44 +22,15 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from ylink_data.engine.config import PipelineConfig, _apply_includes, _parse_overrides, _read_yaml, _set_dotted, validate_config
+from ylink_data.engine.config import _apply_includes, _parse_overrides, _read_yaml, _set_dotted, validate_config
 from ylink_data.core.errors import ConfigError
-from ylink_data.engine.flow_check import flow_problems
-
-
-class QualityTrainStep(BaseModel):
-    """The keys of a `quality_train` step: `ylink quality train --from RUN`'s options."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    run: str = Field(alias="from", min_length=1)
-    output: str = Field(min_length=1)
-    label_column: str = "judge_score"
-    threshold: float | None = None
-    autotune_seconds: float = Field(300.0, ge=0)
-    seed: int = 1
-    lang: str = "auto"
-    test_fraction: float = Field(0.2, gt=0, lt=1)
-
-
-@dataclass
-class Step:
-    kind: str  # "run" or "quality_train"
-    where: str  # "steps[2]": what errors name
-    pipeline: PipelineConfig | None = None
-    train: QualityTrainStep | None = None
-
-
-@dataclass
-class Flow:
-    name: str
-    steps: list[Step]
-    source: str | None
+from ylink_data.flow.check import flow_problems
+from ylink_data.flow.steps import Flow, QualityTrainStep, Step
 
 
 def is_flow(raw: Any) -> bool:
@@ -138,7 +109,7 @@ def run_flow(flow: Flow, *, fresh: bool = False, progress: bool | None = None,
     """Run the steps in order; returns what each wrote (a run folder or a model file). `fresh`
     starts every pipeline step over (llm-cache/ is kept, so no answer is paid for twice)."""
     from ylink_data.engine.runner import Runner
-    from ylink_data.text.quality.train import train_from_run
+    from ylink_data.train.quality import train_from_run
 
     written: list[str] = []
     for n, step in enumerate(flow.steps, start=1):

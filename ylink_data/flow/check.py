@@ -13,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ylink_data.core.errors import YlinkError
 from ylink_data.core.storage import filesystem
@@ -21,9 +20,7 @@ from ylink_data.io.listing import GLOB_CHARS, expand_paths
 from ylink_data.io.writable import check_writable
 from ylink_data.engine.files_read import op_files
 from ylink_data.engine.node_paths import strings_in
-
-if TYPE_CHECKING:
-    from ylink_data.engine.flow import Step
+from ylink_data.flow.steps import Step
 
 
 @dataclass(frozen=True)
@@ -36,7 +33,7 @@ class Place:
     op_file: bool = False  # a file an op reads (`Op.files_read`): it must be there, not listed as input
 
 
-def flow_problems(steps: list["Step"]) -> list[str]:
+def flow_problems(steps: list[Step]) -> list[str]:
     """One line per problem, each naming its key (`steps[2].run.input.paths[0]`)."""
     writes = [w for i, s in enumerate(steps) for w in _writes(i, s)]
     problems = _clashes(writes)
@@ -79,7 +76,7 @@ def _feeds(written: str, read: str) -> bool:
     return _inside(read, written)
 
 
-def _writes(i: int, step: "Step") -> list[Place]:
+def _writes(i: int, step: Step) -> list[Place]:
     if step.pipeline is not None:
         path = step.pipeline.output.path
         return [Place(i, f"steps[{i}].run.output.path", path, _comparable(path))]
