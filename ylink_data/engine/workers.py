@@ -56,7 +56,7 @@ class RemoteError(RuntimeError):
         return self.message
 
 
-PRELOAD_ENV = "YLINK_WORKER_PRELOAD"  # comma-separated modules a worker loads on start (Op.preload)
+PRELOAD_ENV = "YLINK_WORKER_PRELOAD"  # comma-separated modules a worker loads on start (op modules, Op.preload)
 
 
 class _Worker:
@@ -194,12 +194,11 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
 def _main() -> None:
     requests, replies = serve_stdio()
     # What every task needs, loaded before the first task comes (a pool is started ahead of its
-    # tasks, WorkerPool.start): the task functions and every op module (building any op loads them all).
+    # tasks, WorkerPool.start): the task functions, the run's op modules (an op named by a task that
+    # is not among them loads every op module then, `ops.op_class`) and what they load on first use
+    # (numba's compiled loops: ~1 s), with a `warm()` each.
     import ylink_data.engine.tasks  # noqa: F401
-    from ylink_data.ops import load_ops
 
-    load_ops()
-    # What the run's ops load on first use (numba's compiled loops: ~1 s), with a `warm()` each.
     for name in filter(None, os.environ.get(PRELOAD_ENV, "").split(",")):
         warm = getattr(importlib.import_module(name), "warm", None)
         if warm is not None:

@@ -47,7 +47,8 @@ def load_ops() -> None:
 
 
 def op_class(name: str) -> type[Op]:
-    load_ops()
+    if name not in REGISTRY:  # a worker process imports only its run's op modules (engine/workers.py)
+        load_ops()
     return REGISTRY[name]
 
 
