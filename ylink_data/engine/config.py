@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import difflib
 import os
 import re
 from pathlib import Path
@@ -19,7 +18,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ylink_data.core.errors import ConfigError, YlinkError
+from ylink_data.core.errors import ConfigError, YlinkError, did_you_mean, format_loc  # noqa: F401 -- did_you_mean: imported from here too
 from ylink_data.io.llm.config import LLMConfig, LLMOverride, resolve_llm
 from ylink_data.core.redaction import Redactor, redact_text
 from ylink_data.core.paths import CONFIGS
@@ -579,18 +578,6 @@ class _EnvExpansion:
 
 
 # ----------------------------------------------------------------------------- error messages
-
-
-def format_loc(loc: tuple | list) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def did_you_mean(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _describe(err: dict, raw: dict, model: type[BaseModel] = PipelineConfig) -> str:

@@ -379,7 +379,7 @@ class Runner:
             layout=self.layout, phase=phase.index, ref=phase.outgoing,
             parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
             rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
-            run_tasks=self._run_helper_tasks, cpus=self.scheduler.cpus())
+            runner=self._run_helper_tasks, cpus=self.scheduler.cpus())
         # What an interrupted attempt spilled is not reused: a rerun may cut other partitions
         # (other CPUs), and a file it does not overwrite would be read as its own.
         if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):

@@ -29,7 +29,7 @@ from ylink_data.text.transform import units
 if TYPE_CHECKING:
     import numpy as np
 
-    from ylink_data.engine.global_phase import GlobalContext
+    from ylink_data.ops.workspace import Workspace
 
 
 # Parameter types with their bounds, for ops' signatures (pydantic's PositiveInt, NonNegativeInt,
@@ -401,7 +401,7 @@ class GlobalOp(Op):
         """Per-document values `resolve` needs, computed where the documents already are."""
         return {}
 
-    def resolve(self, ctx: "GlobalContext") -> None:
+    def resolve(self, ctx: "Workspace") -> None:
         raise NotImplementedError
 
     def decision_breakdowns(self, table: pa.Table, dropped: "np.ndarray") -> dict[str, Counter]:
