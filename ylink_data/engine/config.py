@@ -264,7 +264,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
         raw["llm"] = env.expand(raw["llm"])
     if isinstance(raw.get("stages"), list):
         raw["stages"] = [_expand_op_llm(item, env) for item in _choose_stages(raw["stages"], raw, source)]
-    from ylink_data.ops import validate_stages  # late import: ops import config helpers
+    from ylink_data.ops import op_class, validate_stages  # late import: loading the ops is heavy
 
     problems: list[str] = []
     try:
@@ -279,7 +279,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
             problems += exc.problems
     if problems:
         raise ConfigError([redact_text(p, env.values) for p in problems], source)
-    if cfg.output.megatron is not None and not any(name == "tokenize" for name, _ in ops):
+    if cfg.output.megatron is not None and not any(op_class(name).writes_document_tokens for name, _ in ops):
         raise ConfigError("output.megatron: Megatron files are made of token ids; add a stage "
                           "`- tokenize: {tokenizer: PATH_OR_URL}` (a tokenizer.json)", source)
     problems = _resolve_llm_ops(cfg, ops)
@@ -536,7 +536,7 @@ def _resolve_llm_ops(cfg: PipelineConfig, ops: list[tuple[str, dict[str, Any]]])
     default_cache = cfg.output.path.rstrip("/") + "/llm-cache"
     problems = []
     for i, (name, params) in enumerate(ops):
-        if not getattr(op_class(name), "uses_llm", False):
+        if not op_class(name).uses_llm:
             continue
         merged = resolve_llm(block, params.get("llm"), default_cache)
         try:

@@ -23,6 +23,7 @@ class GlobalContext(Workspace):
     parts: dict[int, list[str]]  # task -> its part files, in order
     rows: dict[int, int]  # task -> number of documents in its parts
     runner: Callable[[Callable, Sequence[tuple], str], list[Any]]  # (fn, args per task, label)
+    storage: Callable[[str], dict[str, Any]]  # the pipeline's `storage:` options per URL
     cpus: int = 1  # what run_tasks runs on at once: cut the work into at least this many partitions
     decisions: list[str] = field(default_factory=list)
 
@@ -36,6 +37,9 @@ class GlobalContext(Workspace):
 
     def run_tasks(self, fn: Callable, args_list: Sequence[tuple], label: str) -> list[Any]:
         return self.runner(fn, args_list, label)
+
+    def storage_options(self, url: str) -> dict[str, Any]:
+        return self.storage(url)
 
     def key_column(self, name: str) -> str:
         return internal_column(self.ref, name)

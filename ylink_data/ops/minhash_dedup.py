@@ -163,7 +163,7 @@ class MinHashDedup(GlobalOp):
     def resolve(self, ctx: Workspace) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
-        index = (SavedIndex.open(self.index, self.storage_options(self.index), self.index_meta(), self.verify)
+        index = (SavedIndex.open(self.index, ctx.storage_options(self.index), self.index_meta(), self.verify)
                  if self.index else None)
         index_files = index.files() if index else []
         owners = Owners(offsets, [first for _, first, _, _ in index_files])
@@ -243,7 +243,7 @@ class MinHashDedup(GlobalOp):
     def _save_index(self, ctx: Workspace, tasks: list[int], previous: "SavedIndex | None") -> None:
         """Bucket keys and shingle sets of every document this run keeps (and of the index it read),
         for later runs."""
-        fs, root = filesystem(self.save_index, self.storage_options(self.save_index))
+        fs, root = filesystem(self.save_index, ctx.storage_options(self.save_index))
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
         for path in ctx.decisions:

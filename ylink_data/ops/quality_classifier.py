@@ -37,6 +37,7 @@ from ylink_data.ops import register
 from ylink_data.core.errors import InputError
 from ylink_data.ops.base import BatchResult, GlobalOp, MapOp, named_files
 from ylink_data.core.paths import ASSETS
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 DEFAULT_MODELS = ASSETS / "models"
 _BINS = 1 << 16
@@ -95,10 +96,10 @@ class QualityClassifier(MapOp, GlobalOp):
             return {"zh": str(DEFAULT_MODELS / "quality-zh.bin"), "*": str(DEFAULT_MODELS / "quality-en.bin")}
         return {"*": self.model} if isinstance(self.model, str) else dict(self.model)
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         from ylink_data.text.quality.model import QualityModel
 
-        self._models = {lang: QualityModel.load(url, self.storage_options(url)) for lang, url in self.model_urls().items()}
+        self._models = {lang: QualityModel.load(url, ctx.storage_options(url)) for lang, url in self.model_urls().items()}
         thresholds = [("min_score", self.min_score)] if self.min_score is not None else []
         thresholds += [(f"tiers.{name}", t) for name, t in self.tiers]
         for (lang, url), model in zip(self.model_urls().items(), self._models.values()):

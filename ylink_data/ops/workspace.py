@@ -72,6 +72,11 @@ class Workspace(ABC):
         `fn` is a module-level function and its arguments pickle; `label` names the step in progress."""
 
     @abstractmethod
+    def storage_options(self, url: str) -> dict[str, Any]:
+        """fsspec options for a URL outside the run folder the op reads or writes (a saved index),
+        from the pipeline's `storage:` block (`OpContext.storage_options`, for `resolve`)."""
+
+    @abstractmethod
     def key_column(self, name: str) -> str:
         """The column of the parts where this op's `keys()` value `name` was stored."""
 
