@@ -119,9 +119,9 @@ class Runner:
             for marker in phase_markers.values():
                 total.add(TaskStats.from_json(marker["stats"]))
         stats = run_stats(total, stage_names(self.cfg.ops), sum(s["rows"] for s in shards))
-        counts = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
-        if counts:  # token counts of the published shards (stats.token_stats), by the last op that wrote tokens
-            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, counts[-1])
+        token_columns = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
+        if token_columns:  # token counts of the published shards (stats.token_stats), the last op's that wrote tokens
+            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, token_columns[-1])
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
