@@ -148,12 +148,12 @@ def bench_training(n: int) -> None:
 
 def _preprocessors() -> dict[str, Callable[[str, int], str]]:
     from ylink_data.text.quality.preprocess import _chinese, _english
-    from ylink_data.text.transform.units import _jieba
+    from ylink_data.text.transform.units import loaded_jieba
 
     # characters: a run of ASCII letters, a run of ASCII digits or any other non-space character
     chars = re.compile(r"[^\W\d_]+|\d+|\S", re.ASCII)
     return {"en": _english, "rjieba": _chinese,  # what the models use
-            "jieba": lambda t, n: " ".join(" ".join(_jieba().lcut(t[:n].lower(), HMM=False)).split()),
+            "jieba": lambda t, n: " ".join(" ".join(loaded_jieba().lcut(t[:n].lower(), HMM=False)).split()),
             "chars": lambda t, n: " ".join(chars.findall(t[:n].lower()))}
 
 

@@ -16,7 +16,7 @@ import yaml
 from pydantic import TypeAdapter
 
 from ylink_data.cli import main
-from ylink_data.ops import REGISTRY, _params_model, load_ops
+from ylink_data.ops import REGISTRY, params_model, load_ops
 
 from .conftest import REPO
 
@@ -70,7 +70,7 @@ def test_ops_name_prints_every_parameter_with_a_default_the_validator_gives(name
     rows = _rows(printed)
     signature = [p for p in inspect.signature(REGISTRY[name].__init__).parameters if p != "self"]
     assert list(rows) == signature
-    model = _params_model(REGISTRY[name])
+    model = params_model(REGISTRY[name])
     schema = model.model_json_schema()["properties"]
     for param, (type_text, bounds, default) in rows.items():
         assert type_text, f"{name}.{param} has no type"

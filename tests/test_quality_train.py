@@ -57,13 +57,13 @@ def test_preprocessing_segments_chinese_and_flattens_english():
 def test_chinese_words_are_jiebas_words(shared_data):
     # rjieba (what preprocessing uses) against jieba itself, HMM off, on the prefixes the model reads
     from ylink_data.text.quality.preprocess import PREFIX_CHARS
-    from ylink_data.text.transform.units import _jieba
+    from ylink_data.text.transform.units import loaded_jieba
 
     with open(shared_data / "zh_thucnews_cnews/cnews.val.txt", encoding="utf-8") as f:
         news = [line.partition("\t")[2] for line in f][:300]
     for text in news:
         head = text[:PREFIX_CHARS["zh"]].lower()
-        assert model_line(text, "zh") == " ".join(" ".join(_jieba().lcut(head, HMM=False)).split())
+        assert model_line(text, "zh") == " ".join(" ".join(loaded_jieba().lcut(head, HMM=False)).split())
 
 
 def test_train_on_real_english_data_auc_and_reproducible(shared_data, tmp_path):

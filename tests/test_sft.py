@@ -311,6 +311,22 @@ def test_pipeline_run_tokenizes_the_sample_and_names_every_malformed_row(sft_run
     _check_masks(tok, kept, [by_text[t] for t in order])
 
 
+def test_run_stats_count_the_tokens_sft_tokenize_wrote(sft_run, tok):
+    """stats.json's `tokens` section, as for `tokenize` runs (issue 34 point 5): before, an
+    sft_tokenize run had none. Expected counts come from re-encoding every kept conversation with
+    plain ChatML and from the token_ids lists of the output Parquet, not from num_tokens."""
+    out, stats, _ = sft_run
+    assert json.loads((Path(out) / "stats.json").read_text())["tokens"] == stats["tokens"]
+    lengths = [len(tok.encode(_chatml(_expected_messages(r)), add_special_tokens=False).ids) for r in _sample()]
+    fitting = [n for n in lengths if n <= 1024]  # the pipeline's max_tokens
+    kept = ylink_data.open_run(out).to_arrow()
+    in_parquet = sum(len(ids) for ids in kept.column("token_ids").to_pylist())
+    assert stats["tokens"]["total"] == sum(fitting) == in_parquet > 10_000
+    assert stats["tokens"]["documents"] == len(fitting) == kept.num_rows
+    assert stats["tokens"]["by_lang"] == {"?": in_parquet}  # chat rows have no `lang`
+    assert stats["tokens"]["by_tier"] == {}
+
+
 def test_packing_invariants_on_the_run(sft_run):
     out, _, _ = sft_run
     kept = ylink_data.open_run(out).to_arrow(["id", "token_ids", "loss_mask"])

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 import ylink_data
 from ylink_data.core.errors import ConfigError, InputError
 from ylink_data.ops.tokenize import Tokenize
+from ylink_data.ops.context import OpContext
 from ylink_data.text.tokens.train import train_on_texts
 
 from .conftest import SAMPLES, SHARED_DATA, TEST_DATA, quickstart_config
@@ -104,7 +105,7 @@ def test_tokenizer_over_http_and_s3(tokenizer_path, tmp_path):
         fs.mkdir("models")
         fs.put_file(str(tokenizer_path), "models/tok/tokenizer.json")
         op = Tokenize("s3://models/tok/tokenizer.json")
-        op.storage_options = lambda url: s3.storage_options()
+        op.setup(OpContext(storage_options=lambda url: s3.storage_options()))  # as the runner gives `storage:`
         got, _, _ = _op_ids(op, texts)
     assert got == want
 

@@ -19,7 +19,7 @@ import yaml
 
 from ylink_data.engine.config import load_config, validate_config
 from ylink_data.core.errors import ConfigError
-from ylink_data.ops import REGISTRY, load_ops, _params_model
+from ylink_data.ops import REGISTRY, load_ops, params_model
 
 from ..conftest import REPO, SAMPLES
 
@@ -56,7 +56,7 @@ def in_range(value: float, number: dict) -> bool:
 def numeric_parameters() -> list[tuple[str, str, Callable, dict]]:
     found = []
     for op in sorted(REGISTRY):
-        for param, schema in _params_model(REGISTRY[op]).model_json_schema()["properties"].items():
+        for param, schema in params_model(REGISTRY[op]).model_json_schema()["properties"].items():
             found += [(op, param, wrap, number) for wrap, number in numeric_probes(schema)]
     return found
 

@@ -30,7 +30,7 @@ def _add_cache_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", type=parse_bytes, default=None, metavar="N",
                    help="byte budget of the cache, e.g. 500G or 2000000000 (K, M, G, T are powers of 1024); "
                         "unused shards are evicted to stay within it")
-    p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+    p.add_argument("--storage-options", type=parse_json_object, default=None, metavar="JSON",
                    help='fsspec options for the run\'s URL, e.g. \'{"endpoint_url": "http://..."}\' '
                         "(credentials are better left to the environment, e.g. AWS_ACCESS_KEY_ID)")
 
@@ -202,7 +202,7 @@ def parse_bytes(text: str) -> int:
     return int(float(match[1]) * _UNITS[match[2]])
 
 
-def _json_object(text: str) -> dict:
+def parse_json_object(text: str) -> dict:
     try:
         value = json.loads(text)
     except ValueError as exc:

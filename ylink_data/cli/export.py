@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ylink_data.cli.cache import _json_object
+from ylink_data.cli.cache import parse_json_object
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="token type of the .bin files (default auto: uint16 when the vocabulary fits, else int32)")
     m.add_argument("--eod-token", metavar="TOKEN", help="end-of-document token (default: <|endoftext|>, </s>...)")
     m.add_argument("--no-eod", dest="append_eod", action="store_false", help="no end-of-document id after documents")
-    m.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+    m.add_argument("--storage-options", type=parse_json_object, default=None, metavar="JSON",
                    help='fsspec options for remote URLs (run, tokenizer, output), e.g. \'{"endpoint_url": "http://..."}\'')
     m.add_argument("--ray-address", metavar="ADDRESS", help='a Ray cluster to run on ("auto", "ray://host:port"); '
                                                               "default: a local Ray")

@@ -9,63 +9,48 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import difflib
 import os
-import re
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Iterator, Literal
 
-import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StringConstraints, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ylink_data.core.errors import ConfigError, YlinkError
+from ylink_data.core.errors import ConfigError, YlinkError, did_you_mean, format_loc  # noqa: F401 -- did_you_mean: engine modules import it from here
 from ylink_data.io.llm.config import LLMConfig, LLMOverride, resolve_llm
 from ylink_data.core.redaction import Redactor, redact_text
 from ylink_data.core.paths import CONFIGS
+from ylink_data.core.config_model import Strict, describe_error, not_blank
+from ylink_data.core.env_expansion import EnvExpansion
+from ylink_data.core.overrides import deep_merge, parse_overrides, set_dotted
+from ylink_data.core.yaml_file import read_yaml
 
 MiB = 1024 * 1024
 INPUT_FORMATS = ("auto", "warc", "wet", "jsonl", "parquet", "text", "html")
 # Presets are looked up next to the including file, then in ./configs and the repository's configs/.
 BUNDLED_PRESETS = CONFIGS
-# YAML aliases may add this many values to a document in all: far more than any preset repeats,
-# far less than the billion of a "billion laughs" (aliases of aliases of aliases...).
-MAX_ALIAS_VALUES = 10_000
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
 
-
-def _not_blank(what: str) -> AfterValidator:
-    """An empty path names the working directory: `--set input.paths=` read it recursively, and
-    `--set output.path=` made it the output folder."""
-    def check(path: str) -> str:
-        if not path.strip():
-            raise PydanticCustomError("empty_path", f"empty path: name {what}")
-        return path
-    return AfterValidator(check)
-
-
-class InputConfig(_Strict):
+class InputConfig(Strict):
     # Files, folders, globs or URLs. A folder holding a finished ylink run (its manifest.json) stands
     # for the run's published shards as the manifest lists them, nothing else of it (io/listing.py,
     # expand_paths), read as Parquet whatever `format` says: each row's text, url, lang, lang_score
     # and metadata as the run wrote them, its other one-value columns (the run's id and source, ops'
     # scores) added to the metadata (io/readers/parquet.py, run_record). A folder of an unfinished
     # run (run.json without manifest.json) is refused.
-    paths: list[Annotated[str, _not_blank("a file, folder, glob or URL")]] | None = Field(None, min_length=1)
+    paths: list[Annotated[str, not_blank("a file, folder, glob or URL")]] | None = Field(None, min_length=1)
     # Instead of `paths`: a path list, one path a line, plain or gzip (a name ending in .gz), local or
     # a URL, the way Common Crawl publishes each dump's `warc.paths.gz` / `wet.paths.gz`. Blank lines
     # and `#` comments are skipped. A local line is read like an entry of `paths` (a folder, a run);
     # a URL line (http, s3...) names one file, taken as listed without a request per line at planning
     # (a dump lists ~90k files): a missing one fails when its task reads it. The list is read as a
     # stream (io/path_list.py); its lines are the run's input files, so a changed list is another run.
-    paths_from: Annotated[str, _not_blank("a path list file or URL")] | None = None
+    paths_from: Annotated[str, not_blank("a path list file or URL")] | None = None
     # Joined to the list's relative lines (not starting with / nor a scheme): a URL prefix such as
     # https://data.commoncrawl.org/ or s3://commoncrawl/, or a local folder. null: relative lines are
     # relative to the working directory, as entries of `paths` are.
-    paths_base: Annotated[str, _not_blank("a URL or folder")] | None = None
+    paths_base: Annotated[str, not_blank("a URL or folder")] | None = None
     format: Literal["auto", "warc", "wet", "jsonl", "parquet", "text", "html", "pdf", "docx", "pptx",
                     "markdown"] = "auto"
     # JSONL/Parquet: the field holding the text; null tries text, raw_content, content in turn.
@@ -131,7 +116,7 @@ class InputConfig(_Strict):
         return self
 
 
-class MegatronOutputConfig(_Strict):
+class MegatronOutputConfig(Strict):
     """`output.megatron: {}`: a Megatron-LM .bin/.idx pair next to each published shard (needs a
     `tokenize` stage). `dtype: auto` is the tokenizer's (uint16 when its vocabulary fits, else int32:
     Megatron's .idx has no uint32). `keep_token_ids: false` leaves `token_ids` out of the Parquet
@@ -148,8 +133,8 @@ class MegatronOutputConfig(_Strict):
         return v
 
 
-class OutputConfig(_Strict):
-    path: Annotated[str, _not_blank("a folder or URL")]
+class OutputConfig(Strict):
+    path: Annotated[str, not_blank("a folder or URL")]
     keep_rejected: bool = False
     shard_bytes: int = Field(128 * MiB, gt=0)
     compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
@@ -163,7 +148,7 @@ class OutputConfig(_Strict):
     prompts_format: Literal["standard", "conversational"] | None = None
 
 
-class RayConfig(_Strict):
+class RayConfig(Strict):
     # null: this machine; "auto": the cluster this machine joined (`ray start`); "host:port": a
     # cluster's GCS; "ray://host:port": Ray Client, from a machine outside the cluster.
     address: str | None = None
@@ -193,7 +178,7 @@ class RayConfig(_Strict):
         return value
 
 
-class PipelineConfig(_Strict):
+class PipelineConfig(Strict):
     name: str = "pipeline"
     input: InputConfig
     output: OutputConfig
@@ -244,10 +229,10 @@ def load_config(
     else:
         path = Path(pipeline)
         source = str(path)
-        raw, base_dir = _read_yaml(path), path.resolve().parent
-    raw = _apply_includes(raw, base_dir, source, seen=())
-    for key, value in _parse_overrides(overrides):
-        _set_dotted(raw, key, value, source)
+        raw, base_dir = read_yaml(path), path.resolve().parent
+    raw = apply_includes(raw, base_dir, source, seen=())
+    for key, value in parse_overrides(overrides):
+        set_dotted(raw, key, value, source)
     return validate_config(raw, source)
 
 
@@ -259,19 +244,19 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
                           "`ylink run`, or ylink_data.flow.run_flow(ylink_data.flow.load_flow(PATH))", source)
     raw = dict(raw)
     raw.pop("include", None)
-    env = _EnvExpansion()
+    env = EnvExpansion()
     raw["storage"] = env.expand(raw.get("storage") or {})
     if raw.get("llm") is not None:
         raw["llm"] = env.expand(raw["llm"])
     if isinstance(raw.get("stages"), list):
         raw["stages"] = [_expand_op_llm(item, env) for item in _choose_stages(raw["stages"], raw, source)]
-    from ylink_data.ops import validate_stages  # late import: ops import config helpers
+    from ylink_data.ops import op_class, validate_stages  # late import: loading the ops is heavy
 
     problems: list[str] = []
     try:
         cfg = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
-        problems += [_describe(err, raw) for err in exc.errors()]
+        problems += [describe_error(err, PipelineConfig) for err in exc.errors()]
     ops: list[tuple[str, dict[str, Any]]] = []
     if isinstance(raw.get("stages"), list):
         try:
@@ -280,7 +265,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
             problems += exc.problems
     if problems:
         raise ConfigError([redact_text(p, env.values) for p in problems], source)
-    if cfg.output.megatron is not None and not any(name == "tokenize" for name, _ in ops):
+    if cfg.output.megatron is not None and not any(op_class(name).writes_document_tokens for name, _ in ops):
         raise ConfigError("output.megatron: Megatron files are made of token ids; add a stage "
                           "`- tokenize: {tokenizer: PATH_OR_URL}` (a tokenizer.json)", source)
     problems = _resolve_llm_ops(cfg, ops)
@@ -295,73 +280,7 @@ def validate_config(raw: Any, source: str | None = None) -> PipelineConfig:
     return cfg
 
 
-def _read_yaml(path: Path, what: str = "pipeline") -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{what} file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {what} file {path}: {exc}") from None
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"invalid YAML{where}: {problem}", str(path)) from None
-    return {} if data is None else data
-
-
-def load_yaml(text: str) -> Any:
-    """YAML text as plain data, safely: no Python objects, and no alias bombs."""
-    return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """The safe loader, refusing aliases that add more than MAX_ALIAS_VALUES values in all, or that
-    refer to a node from inside it. Counting while composing stops a bomb before it is built:
-    the composed document shares aliased nodes, but everything that walks it later (environment
-    expansion, validation, run.json) would copy each one."""
-
-    def __init__(self, stream: Any):
-        super().__init__(stream)
-        self._alias_values = 0
-        self._sizes: dict[int, int] = {}  # id(node) -> values in it, aliases expanded
-        self._open: set[str] = set()  # anchors of the nodes being composed
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) and event.anchor in self.anchors:
-            if event.anchor in self._open:
-                raise yaml.composer.ComposerError(None, None, f"alias *{event.anchor} refers to the value "
-                                                  "it is in; write the values out", event.start_mark)
-            self._alias_values += self._size(self.anchors[event.anchor])
-            if self._alias_values > MAX_ALIAS_VALUES:
-                raise yaml.composer.ComposerError(None, None, f"aliases expand too far (more than "
-                                                  f"{MAX_ALIAS_VALUES:,} values); write the values out",
-                                                  event.start_mark)
-        anchor = getattr(event, "anchor", None)
-        if anchor is None or isinstance(event, yaml.AliasEvent):
-            return super().compose_node(parent, index)
-        self._open.add(anchor)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._open.discard(anchor)
-
-    def _size(self, node: yaml.Node) -> int:
-        if id(node) not in self._sizes:
-            if isinstance(node, yaml.SequenceNode):
-                size = 1 + sum(self._size(item) for item in node.value)
-            elif isinstance(node, yaml.MappingNode):
-                size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
-            else:
-                size = 1
-            self._sizes[id(node)] = size
-        return self._sizes[id(node)]
-
-
-def _apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Path, ...]) -> Any:
+def apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Path, ...]) -> Any:
     """Merge `include:` presets under the including file (the includer's keys win), and splice the
     stages of presets named by `- include: PRESET` items into the stage list where they stand."""
     if isinstance(raw, dict) and isinstance(raw.get("stages"), list):
@@ -377,8 +296,8 @@ def _apply_includes(raw: Any, base_dir: Path, source: str | None, seen: tuple[Pa
         sub = _load_preset(name, f"include[{i}]", base_dir, source, seen)
         if not isinstance(sub, dict):
             raise ConfigError(f"include[{i}]: preset {name!r} must be a mapping", source)
-        merged = _deep_merge(merged, sub)
-    return _deep_merge(merged, raw)
+        merged = deep_merge(merged, sub)
+    return deep_merge(merged, raw)
 
 
 def _splice_stage_presets(stages: list[Any], base_dir: Path, source: str | None,
@@ -408,7 +327,7 @@ def _load_preset(name: str, where: str, base_dir: Path, source: str | None, seen
         raise ConfigError(f"{where}: preset {name!r} not found (searched {searched})", source)
     if path in seen:
         raise ConfigError(f"{where}: {name!r} includes itself", source)
-    return _apply_includes(_read_yaml(path), path.parent, str(path), (*seen, path))
+    return apply_includes(read_yaml(path), path.parent, str(path), (*seen, path))
 
 
 def _find_preset(name: str, base_dir: Path) -> Path | None:
@@ -419,68 +338,6 @@ def _find_preset(name: str, base_dir: Path) -> Path | None:
 
 def _preset_dirs(base_dir: Path) -> list[Path]:
     return [base_dir, base_dir.parent, Path.cwd() / "configs", BUNDLED_PRESETS]
-
-
-def _deep_merge(base: dict, top: dict) -> dict:
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _parse_overrides(overrides: list[str] | dict[str, Any] | None) -> list[tuple[str, Any]]:
-    if not overrides:
-        return []
-    if isinstance(overrides, dict):
-        return list(overrides.items())
-    parsed = []
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set output.path=/tmp/out")
-        try:
-            value = load_yaml(text) if text.strip() else ""
-        except yaml.YAMLError:
-            value = text
-        parsed.append((key.strip(), value))
-    return parsed
-
-
-def _set_dotted(raw: dict, dotted: str, value: Any, source: str | None) -> None:
-    """Set `a.b.0.c` in nested dicts/lists; a dict value is merged into what is there."""
-    parts = dotted.split(".")
-    node: Any = raw
-    for depth, part in enumerate(parts[:-1]):
-        where = ".".join(parts[: depth + 1])
-        if isinstance(node, list):
-            node = node[_list_index(node, part, where, source)]
-        elif isinstance(node, dict):
-            if not isinstance(node.get(part), (dict, list)):
-                node[part] = {}
-            node = node[part]
-        else:
-            raise ConfigError(f"--set {dotted}: {where} is not a mapping", source)
-    last = parts[-1]
-    if isinstance(node, list):
-        node[_list_index(node, last, dotted, source)] = value
-    elif isinstance(value, dict) and isinstance(node.get(last), dict):
-        node[last] = _deep_merge(node[last], value)
-    else:
-        node[last] = value
-
-
-def _list_index(node: list, part: str, where: str, source: str | None) -> int:
-    if not part.isdigit() or int(part) >= len(node):
-        raise ConfigError(f"--set {where}: no list item {part!r} (the list has {len(node)} items)", source)
-    return int(part)
-
-
-# `${VAR}`, or `${VAR:-default}` as in the shell: the default when VAR is unset or empty (written in
-# the YAML, so no credential: a local server's address that `ylink validate` can check).
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 _WHEN_KEYS = {"set", "unset", "stages", "else"}
@@ -518,7 +375,7 @@ def _choose_stages(stages: list[Any], raw: dict[str, Any], source: str | None, w
     return out
 
 
-def _expand_op_llm(item: Any, env: "_EnvExpansion") -> Any:
+def _expand_op_llm(item: Any, env: "EnvExpansion") -> Any:
     """An op's own `llm:` parameter reads `${VAR}` as the top-level block does (its api_key)."""
     if isinstance(item, dict) and len(item) == 1:
         (name, params), = item.items()
@@ -537,7 +394,7 @@ def _resolve_llm_ops(cfg: PipelineConfig, ops: list[tuple[str, dict[str, Any]]])
     default_cache = cfg.output.path.rstrip("/") + "/llm-cache"
     problems = []
     for i, (name, params) in enumerate(ops):
-        if not getattr(op_class(name), "uses_llm", False):
+        if not op_class(name).uses_llm:
             continue
         merged = resolve_llm(block, params.get("llm"), default_cache)
         try:
@@ -553,79 +410,6 @@ def _resolve_llm_ops(cfg: PipelineConfig, ops: list[tuple[str, dict[str, Any]]])
     return problems
 
 
-class _EnvExpansion:
-    """`${VAR}` in storage options and `llm:` blocks reads the environment, so credentials stay out of YAML files.
-    `values` collects what was put in: each is treated as a credential from then on. Values shared
-    by YAML aliases are expanded once per use: the loader already bounds what aliases add."""
-
-    def __init__(self) -> None:
-        self.values: set[str] = set()
-
-    def expand(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: self.expand(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.expand(v) for v in value]
-        if isinstance(value, str):
-            return _ENV_REF.sub(self._lookup, value)
-        return value
-
-    def _lookup(self, match: re.Match) -> str:
-        found = os.environ.get(match.group(1), "")
-        if found:
-            self.values.add(found)
-            return found
-        return match.group(2) or ""
-
-
 # ----------------------------------------------------------------------------- error messages
 
 
-def format_loc(loc: tuple | list) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def did_you_mean(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _describe(err: dict, raw: dict, model: type[BaseModel] = PipelineConfig) -> str:
-    """One line for one pydantic error of `model` (PipelineConfig, or the mixture YAML's)."""
-    loc = tuple(err["loc"])
-    where = format_loc(loc)
-    if err["type"] == "extra_forbidden":
-        allowed = _allowed_keys(model, loc[:-1])
-        hint = did_you_mean(loc[-1], allowed) or (f"; allowed: {', '.join(sorted(allowed))}" if allowed else "")
-        return f"{where}: unknown key{hint}"
-    if err["type"] == "missing":
-        return f"{where}: required key is missing"
-    got = err.get("input")
-    shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
-    return f"{where}: {err['msg']}{shown}"
-
-
-def _allowed_keys(model: Any, loc: tuple) -> list[str]:
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        fields = getattr(model, "model_fields", None)
-        if not fields or part not in fields:
-            return []
-        model = _model_in(fields[part].annotation)
-    fields = getattr(model, "model_fields", None)
-    return [k for k, f in fields.items() if not f.exclude] if fields else []
-
-
-def _model_in(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) in (Union, list, dict) or get_args(annotation):
-        for arg in get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None

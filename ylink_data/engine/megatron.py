@@ -15,6 +15,7 @@ from ylink_data.core.redaction import redact_url
 from ylink_data.text.tokens.load import load_tokenizer
 from ylink_data.io.megatron.write import data_path_args, megatron_dtype, megatron_section
 from ylink_data.io.layout import RunLayout
+from ylink_data.ops import op_class
 
 DATA_PATH = "data-path.txt"  # in each megatron/ folder: the weighted --data-path, for --data-args-path
 
@@ -32,7 +33,7 @@ def plan_megatron(cfg: PipelineConfig) -> MegatronPlan | None:
     wanted = cfg.output.megatron
     if wanted is None:
         return None
-    params = [params for name, params in cfg.ops if name == "tokenize"][-1]
+    params = [params for name, params in cfg.ops if op_class(name).writes_document_tokens][-1]
     url = params["tokenizer"]
     tok = load_tokenizer(url, cfg.storage_options(url), params.get("eod_token"))
     try:

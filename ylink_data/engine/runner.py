@@ -119,8 +119,9 @@ class Runner:
             for marker in phase_markers.values():
                 total.add(TaskStats.from_json(marker["stats"]))
         stats = run_stats(total, stage_names(self.cfg.ops), sum(s["rows"] for s in shards))
-        if "tokenize" in dict(self.cfg.ops):  # token counts of the published shards (stats.token_stats)
-            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards)
+        token_columns = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
+        if token_columns:  # token counts of the published shards (stats.token_stats), the last op's that wrote tokens
+            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, token_columns[-1])
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
@@ -374,12 +375,11 @@ class Runner:
             return done["decisions"]
         idx, name, params = phase.outgoing
         op = op_class(name)(**params)
-        op.storage_options = self.cfg.storage_options
         ctx = GlobalContext(
-            layout=self.layout, phase=phase.index, ref=phase.outgoing,
+            layout=self.layout, phase=phase.index, ref=phase.outgoing, storage=self.cfg.storage_options,
             parts={t: [p["path"] for p in m["parts"]] for t, m in markers.items()},
             rows={t: sum(p["rows"] for p in m["parts"]) for t, m in markers.items()},
-            run_tasks=self._run_helper_tasks, cpus=self.scheduler.cpus())
+            runner=self._run_helper_tasks, cpus=self.scheduler.cpus())
         # What an interrupted attempt spilled is not reused: a rerun may cut other partitions
         # (other CPUs), and a file it does not overwrite would be read as its own.
         if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
@@ -440,8 +440,7 @@ class Runner:
         return found
 
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    own = getattr(op_class(name), "fingerprint_params", None)
-    return own(params) if own else params
+    return op_class(name).fingerprint_params(params)
 
 
 def _describe_task(spec: TaskSpec, phase: str | None = None) -> str:

@@ -125,17 +125,18 @@ def check_invariant(stats: dict[str, Any]) -> str | None:
 UNKNOWN_LANG = "?"  # documents without a `lang` (no langid op, or none found), as the report shows them
 
 
-def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
+def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str, Any]],
+                column: str) -> dict[str, Any]:
     """stats.json's `tokens` section: `{"total": N, "documents": D, "by_lang": {...}, "by_tier": {...}}`,
-    sums of the published shards' `num_tokens` column (the `tokenize` op's, end-of-document ids
-    included), so they are exact after a resume as the shards are (a shard without the column counts
-    nothing). Reads two columns of each shard, in batches."""
+    sums of the published shards' token counts, `column` (the `writes_tokens` of the last op that
+    wrote tokens: `num_tokens`, end-of-document ids included for `tokenize`), so they are exact after
+    a resume as the shards are (a shard without the column counts nothing). Reads two columns of
+    each shard, in batches."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from ylink_data.core.storage import join
-    from ylink_data.text.tokens.encode import NUM_TOKENS
 
     total = documents = 0
     by_lang: Counter = Counter()
@@ -144,12 +145,12 @@ def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str,
         with fs.open(join(root, shard["path"]), "rb") as f:
             pf = pq.ParquetFile(f)
             names = pf.schema_arrow.names
-            if NUM_TOKENS not in names:
+            if column not in names:
                 continue
-            columns = [NUM_TOKENS] + (["lang"] if "lang" in names else [])
+            columns = [column] + (["lang"] if "lang" in names else [])
             for batch in pf.iter_batches(batch_size=65536, columns=columns):
                 table = pa.Table.from_batches([batch])
-                n = int(pc.sum(table.column(NUM_TOKENS)).as_py() or 0)
+                n = int(pc.sum(table.column(column)).as_py() or 0)
                 total += n
                 documents += table.num_rows
                 if shard.get("tier") is not None:
@@ -158,7 +159,7 @@ def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str,
                     by_lang[UNKNOWN_LANG] += n
                     continue
                 table = table.set_column(1, "lang", pc.fill_null(table.column("lang"), UNKNOWN_LANG))
-                for row in table.group_by("lang").aggregate([(NUM_TOKENS, "sum")]).to_pylist():
-                    by_lang[row["lang"]] += int(row[f"{NUM_TOKENS}_sum"] or 0)
+                for row in table.group_by("lang").aggregate([(column, "sum")]).to_pylist():
+                    by_lang[row["lang"]] += int(row[f"{column}_sum"] or 0)
     return {"total": total, "documents": documents, "by_lang": dict(sorted(by_lang.items(), key=lambda kv: -kv[1])),
             "by_tier": dict(sorted(by_tier.items()))}

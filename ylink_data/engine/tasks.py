@@ -27,14 +27,14 @@ from ylink_data.io.readers.base import describe_error
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ylink_data.ops import GlobalOp, MapOp, build_op, op_class
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
+from ylink_data.ops.workspace import read_decisions
 from ylink_data.io.layout import RunLayout
 from ylink_data.engine.plan import Phase, StageRef
 from ylink_data.engine.stats import TaskStats
 
 BATCH_DOCS = 2048
 BATCH_TEXT_BYTES = 8 * 1024 * 1024
-DECISION_COLUMNS = ("task", "row", "reason")
-REJECTED_ONLY_KEY = b"ylink.rejected_only"  # a decision file's columns for rejected/ rows only (global_phase)
 CRASH_TASK_ENV, CRASH_TIMES_ENV, CRASH_EXIT_CODE = "YLINK_TEST_CRASH_TASK", "YLINK_TEST_CRASH_TIMES", 137  # see _crash_if_asked
 
 
@@ -65,9 +65,7 @@ def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = No
     key = json.dumps([name, params], sort_keys=True, default=str)
     if key not in _OPS:
         op = build_op(name, params)
-        if cfg is not None:
-            op.storage_options = cfg.storage_options
-        op.setup()
+        op.setup(OpContext(storage_options=cfg.storage_options) if cfg is not None else DEFAULT_CONTEXT)
         _OPS[key] = op
     return _OPS[key]
 
@@ -317,7 +315,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
     # Only an op that counts something here is built (quality_classifier's would load its models).
     counts = op_class(name).decision_breakdowns is not GlobalOp.decision_breakdowns
     op = cached_op(name, params, spec.cfg) if counts else None
-    decisions = read_decisions(layout, spec.decisions, spec.task)
+    decisions = read_decisions(layout.fs, spec.decisions, spec.task)
     row = 0
     for path in spec.parts:
         with layout.fs.open(path, "rb") as f:
@@ -353,40 +351,6 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                 stage.seconds += time.perf_counter() - started
                 if table.num_rows:
                     yield table
-
-
-@dataclass
-class Decisions:
-    reasons: dict[int, str]
-    columns: dict[str, dict[int, Any]]
-    types: dict[str, pa.DataType]
-    rejected_only: set[str] = field(default_factory=set)  # columns written to rejected/ rows only
-
-
-def read_decisions(layout: RunLayout, files: list[str], task: int) -> Decisions:
-    """The rows of `task` a global op decided about: drop reasons and any columns it adds."""
-    out = Decisions({}, {}, {})
-    for path in files:
-        with layout.fs.open(path, "rb") as f:
-            table = pq.read_table(f, filters=[("task", "=", task)])
-        meta = table.schema.metadata or {}
-        if REJECTED_ONLY_KEY in meta:
-            out.rejected_only.update(json.loads(meta[REJECTED_ONLY_KEY]))
-        # Every task adds the op's columns (null where it decided nothing), so shards share a schema.
-        for name in table.column_names:
-            if name not in DECISION_COLUMNS:
-                out.columns.setdefault(name, {})
-                out.types[name] = table.schema.field(name).type
-        if table.num_rows == 0:
-            continue
-        rows = table.column("row").to_pylist()
-        for r, reason in zip(rows, table.column("reason").to_pylist()):
-            if reason is not None:
-                out.reasons[r] = reason
-        for name in table.column_names:
-            if name not in DECISION_COLUMNS:
-                out.columns[name].update(zip(rows, table.column(name).to_pylist()))
-    return out
 
 
 # ----------------------------------------------------------------------------- ops

@@ -27,7 +27,9 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from ylink_data.engine.config import _apply_includes, _parse_overrides, _read_yaml, _set_dotted, validate_config
+from ylink_data.core.overrides import parse_overrides, set_dotted
+from ylink_data.core.yaml_file import read_yaml
+from ylink_data.engine.config import apply_includes, validate_config
 from ylink_data.core.errors import ConfigError
 from ylink_data.flow.check import flow_problems
 from ylink_data.flow.steps import Flow, QualityTrainStep, Step
@@ -40,7 +42,7 @@ def is_flow(raw: Any) -> bool:
 def path_is_flow(path: str) -> bool:
     """Whether the YAML file at `path` is a flow (a pipeline otherwise; errors are the loader's)."""
     try:
-        return is_flow(_read_yaml(Path(path)))
+        return is_flow(read_yaml(Path(path)))
     except ConfigError:
         return False
 
@@ -49,10 +51,10 @@ def load_flow(path: str, overrides: list[str] | None = None) -> Flow:
     """Read and validate a flow; `overrides` (`--set`) address the flow's own keys
     (`steps.0.run.input.sample=100`). Every problem of every step is reported at once."""
     source = str(path)
-    raw = _read_yaml(Path(path))
+    raw = read_yaml(Path(path))
     base_dir = Path(path).resolve().parent
-    for key, value in _parse_overrides(overrides):
-        _set_dotted(raw, key, value, source)
+    for key, value in parse_overrides(overrides):
+        set_dotted(raw, key, value, source)
     extra = sorted(set(raw) - {"name", "steps"})
     problems: list[str] = [f"{k}: not a key of a flow (a flow has name and steps; a pipeline has no steps)"
                            for k in extra]
@@ -87,17 +89,17 @@ def _step(kind: str, item: dict, where: str, base_dir: Path, source: str | None)
     body = item["run"]
     if isinstance(body, str):
         file = (base_dir / body).resolve()
-        pipeline_raw, pipeline_dir = _read_yaml(file), file.parent
+        pipeline_raw, pipeline_dir = read_yaml(file), file.parent
     elif isinstance(body, dict):
         pipeline_raw, pipeline_dir = copy.deepcopy(body), base_dir
     else:
         raise ConfigError(f"run: expected a pipeline file or a pipeline written inline, got {body!r}", source)
-    pipeline_raw = _apply_includes(pipeline_raw, pipeline_dir, source, seen=())
+    pipeline_raw = apply_includes(pipeline_raw, pipeline_dir, source, seen=())
     sets = item.get("set") or {}
     if not isinstance(sets, dict):
         raise ConfigError("set: expected a mapping of dotted keys to values", source)
     for key, value in sets.items():
-        _set_dotted(pipeline_raw, str(key), value, source)
+        set_dotted(pipeline_raw, str(key), value, source)
     try:
         return Step(kind, where, pipeline=validate_config(pipeline_raw, source))
     except ConfigError as exc:

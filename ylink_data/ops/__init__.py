@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from ylink_data.engine.config import did_you_mean, format_loc
+from ylink_data.core.errors import did_you_mean, format_loc
 from ylink_data.core.errors import ConfigError
 from ylink_data.ops.base import (BatchResult, Document, DocumentFilter, DocumentMapper, DocumentSplitter, GlobalOp, MapOp, Op,  # noqa: F401 -- the shapes an op module imports from here
                    fan_out)
@@ -52,7 +52,7 @@ def op_class(name: str) -> type[Op]:
     return REGISTRY[name]
 
 
-def _params_model(cls: type[Op]) -> Any:
+def params_model(cls: type[Op]) -> Any:
     hints = typing.get_type_hints(cls.__init__, include_extras=True)  # keep Annotated[..., Field(ge=0)]
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(cls.__init__).parameters.items():
@@ -85,7 +85,7 @@ def validate_stages(stages: list[Any], source: str | None = None) -> list[tuple[
         if not isinstance(params, dict):
             problems.append(f"{where}.{name}: parameters must be a mapping, got {params!r}")
             continue
-        model = _params_model(REGISTRY[name])
+        model = params_model(REGISTRY[name])
         try:
             checked = model.model_validate(params)
         except ValidationError as exc:

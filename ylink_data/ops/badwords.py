@@ -22,6 +22,7 @@ from ylink_data.text.transform import units
 from ylink_data.text.transform.wordlists import bundled_names, load_word_list
 from ylink_data.ops import register
 from ylink_data.ops.base import Document, DocumentFilter, Language, LanguageAwareOp, Seconds, Strings, named_files
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 DEFAULT_LISTS = {"zh": ["zh-obscene", "zh-gambling"], "en": []}
 _HAN = re.compile(r"^[\u3400-\u9fff\U00020000-\U0002ffff]{1,2}$")
@@ -64,7 +65,7 @@ class BadWords(LanguageAwareOp, DocumentFilter):
         self.list_names = lists
         self._lists: list[tuple[str, re.Pattern | None, frozenset[str], re.Pattern | None]] = []
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         if self.language == units.CHINESE:  # `auto`: before its first batch that holds Chinese
             units.load_segmenter()
         self._lists = [self._compile(spec) for spec in self.list_names]

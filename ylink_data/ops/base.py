@@ -24,12 +24,13 @@ from pydantic import Field
 
 from ylink_data.core.errors import DocumentError
 from ylink_data.core.timelimit import DocumentTimeout, time_limit
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 from ylink_data.text.transform import units
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ylink_data.engine.global_phase import GlobalContext
+    from ylink_data.ops.workspace import Workspace
 
 
 # Parameter types with their bounds, for ops' signatures (pydantic's PositiveInt, NonNegativeInt,
@@ -76,7 +77,12 @@ class BatchResult:
 
 
 class Op:
-    """Base of every op. Subclasses set `name` (the YAML key) and take parameters in `__init__`."""
+    """Base of every op. Subclasses set `name` (the YAML key) and take parameters in `__init__`.
+
+    What an op can do beyond its shape is declared here, each with its default: class attributes
+    (`preload`, `reads_text`, `makes_text`, `uses_llm`, `writes_tokens`, `writes_document_tokens`) and classmethods of the
+    parameters (`files_read`, `columns_read`, `columns_added`, `fingerprint_params`, `is_global`).
+    The engine reads only these; what an op needs from the run comes to `setup(ctx)` (`OpContext`)."""
 
     name: ClassVar[str] = ""
     # Modules a worker process of a run with this op imports on start, calling their `warm()` if
@@ -86,18 +92,25 @@ class Op:
     # belongs after an op that `makes_text` (extract), or it measures markup; `ylink validate` warns.
     reads_text: ClassVar[bool] = False
     makes_text: ClassVar[bool] = False
+    # It calls a model server: config.py gives its `llm` parameter the pipeline's `llm:` block under
+    # the op's own keys before any work starts (`LLMOp`).
+    uses_llm: ClassVar[bool] = False
+    # It writes token ids: the column of each row's token count (`num_tokens`), which stats.json's
+    # `tokens` section sums over the published shards. None: it writes no tokens.
+    writes_tokens: ClassVar[str | None] = None
+    # Its token ids are whole documents, each ending in an end-of-document id, by the tokenizer.json
+    # at its `tokenizer` (and `eod_token`) parameter: what Megatron's .bin/.idx hold, so that
+    # `output.megatron` needs such an op (`tokenize`; `sft_tokenize`'s rows are conversations).
+    writes_document_tokens: ClassVar[bool] = False
 
-    def setup(self) -> None:
-        """Load what is expensive (models, tables) once per worker process, before the first batch."""
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
+        """Load what is expensive (models, tables) once per worker process, before the first batch.
+        `ctx` is what the run gives the op (storage options for the files it reads); an op built on
+        its own (a preview, a test) gets the default."""
 
     def teardown(self) -> None:
         """Release what `setup` started (a child process) when the op is done with before its process
         ends: a preview of one sample. Workers keep their ops for the next task and never call it."""
-
-    def storage_options(self, url: str) -> dict[str, Any]:
-        """fsspec options for a URL the op reads (a model, a list), from the pipeline's `storage:`;
-        the runner replaces this before `setup`."""
-        return {}
 
     def output_tiers(self) -> tuple[str, list[str]] | None:
         """(column, tier names) when the op routes documents into separate output folders by the
@@ -108,6 +121,13 @@ class Op:
     def is_global(cls, params: dict[str, Any]) -> bool:
         """Whether the op, with these parameters, needs the whole corpus (a phase of its own)."""
         return issubclass(cls, GlobalOp)
+
+    @classmethod
+    def fingerprint_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """The op's parameters as the run's fingerprint holds them (run.json): all of them by default;
+        an op leaves out what does not change its output (`LLMOp`: of `llm`, only what changes an
+        answer), so that changing it resumes the run instead of starting anew."""
+        return params
 
     @classmethod
     def files_read(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
@@ -401,7 +421,7 @@ class GlobalOp(Op):
         """Per-document values `resolve` needs, computed where the documents already are."""
         return {}
 
-    def resolve(self, ctx: "GlobalContext") -> None:
+    def resolve(self, ctx: "Workspace") -> None:
         raise NotImplementedError
 
     def decision_breakdowns(self, table: pa.Table, dropped: "np.ndarray") -> dict[str, Counter]:

@@ -30,6 +30,7 @@ from ylink_data.text.tokens.load import load_tokenizer
 from ylink_data.text.transform.chunking import chunk_text
 from ylink_data.ops import register
 from ylink_data.ops.base import Document, DocumentSplitter, named_files
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 PAGE_OFFSETS = "page_offsets"  # the readers' metadata key: character offset where each page begins
 
@@ -57,11 +58,11 @@ class Chunk(DocumentSplitter):
         self.size, self.overlap, self.unit, self.tokenizer = size, overlap, unit, tokenizer
         self._measure = len
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         if self.unit != "tokens":
             return
         try:
-            tok = load_tokenizer(self.tokenizer, self.storage_options(self.tokenizer)).tokenizer
+            tok = load_tokenizer(self.tokenizer, ctx.storage_options(self.tokenizer)).tokenizer
         except InputError as exc:
             raise InputError(f"{self.name}.tokenizer: {exc}") from None
         self._measure = lambda text: len(tok.encode(text, add_special_tokens=False).ids)

@@ -65,7 +65,7 @@ from typing import Annotated, Any, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from ylink_data.engine.config import did_you_mean
+from ylink_data.core.errors import did_you_mean
 from ylink_data.core.errors import InputError
 from ylink_data.io import benchmarks as benchmark_files
 from ylink_data.io.benchmarks import FORMATS, file_name, fingerprint, iter_benchmark, resolve_format
@@ -74,6 +74,7 @@ from ylink_data.text.transform import ngram_index, ngrams, script
 from ylink_data.text.transform.ngram_index import CHAR_NGRAM, MIN_TOKENS, WORD_NGRAM, IndexWriter, NgramIndex, NotAnIndex
 from ylink_data.ops import register
 from ylink_data.ops.base import BatchResult, MapOp
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 COLUMNS = {"decontaminate_benchmark": pa.string(), "decontaminate_item": pa.string(),
            "decontaminate_ngram": pa.string()}
@@ -198,13 +199,13 @@ class Decontaminate(MapOp):
         # A memory map does not travel: a copy of the op in another process maps the file itself.
         return {**self.__dict__, "index": None, "index_built": False}
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         sources = []
         for i, b in enumerate(self.benchmarks):
             where = f"{self.name}.benchmarks[{i}]"
             sources.append({**b, "fmt": resolve_format(b["path"], b["fmt"], where),
                             "name": b["name"] or file_name(b["path"]), "where": where,
-                            "storage_options": self.storage_options(b["path"])})
+                            "storage_options": ctx.storage_options(b["path"])})
         names = [src["name"] for src in sources]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

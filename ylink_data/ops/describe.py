@@ -1,5 +1,5 @@
 """What an op takes, in words: its parameters (type, bounds, default) and its docstrings, read from
-the registry and the validated schema (`_params_model`), never written by hand. `ylink ops` and the
+the registry and the validated schema (`params_model`), never written by hand. `ylink ops` and the
 documentation site's op reference (docs/hooks/reference.py) both print this, so neither can drift
 from what `ylink validate` accepts."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from ylink_data.ops import REGISTRY, _params_model, load_ops
+from ylink_data.ops import REGISTRY, params_model, load_ops
 
 
 @dataclass
@@ -44,7 +44,7 @@ def op_names() -> list[str]:
 def describe_op(name: str) -> OpInfo:
     load_ops()
     cls = REGISTRY[name]
-    fields = _params_model(cls).model_fields
+    fields = params_model(cls).model_fields
     params = [ParamInfo(pname, *type_and_bounds(f.annotation, f.metadata), default_text(f))
               for pname, f in fields.items()]
     doc = inspect.getdoc(cls) or ""

@@ -12,6 +12,7 @@ import hashlib
 import unicodedata
 from typing import Any
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from pydantic import PositiveInt
 
 from ylink_data.io.parquet import ParquetFileWriter
-from ylink_data.engine.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
+from ylink_data.ops.workspace import Workspace, read_key_columns, write_decision_file
 from ylink_data.ops import register
 from ylink_data.ops.base import GlobalOp
 
@@ -62,21 +63,21 @@ class ExactDedup(GlobalOp):
                   for t in table.column(self.column).to_pylist()]
         return {"hash": pa.array(hashes, pa.binary(16))}
 
-    def resolve(self, ctx: GlobalContext) -> None:
+    def resolve(self, ctx: Workspace) -> None:
         key = ctx.key_column("hash")
         partitions = ctx.partitions(ctx.total_rows, self.rows_per_partition)
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
-        spill = [(ctx.layout, t, ctx.parts[t], key, partitions, ctx.work_path("shuffle")) for t in tasks]
+        spill = [(ctx.fs, t, ctx.parts[t], key, partitions, ctx.work_path("shuffle")) for t in tasks]
         written = ctx.run_tasks(_partition_keys, spill, "exact_dedup: partition keys")
         inputs = [[path for _, paths in written if (path := paths[p])] for p in range(partitions)]
-        args = [(ctx.layout, paths, ctx.decision_path(f"exact_dedup-{p:05d}")) for p, paths in enumerate(inputs)]
+        args = [(ctx.fs, paths, ctx.decision_path(f"exact_dedup-{p:05d}")) for p, paths in enumerate(inputs)]
         written = ctx.run_tasks(_find_repeats, args, "exact_dedup: find repeats")
         ctx.decisions += [path for path in written if path]
 
 
-def _partition_keys(layout: RunLayout, task: int, paths: list[str], key: str, partitions: int,
+def _partition_keys(fs: fsspec.AbstractFileSystem, task: int, paths: list[str], key: str, partitions: int,
                     spill_dir: str) -> tuple[int, list[str | None]]:
-    table = read_key_columns(layout, paths, [key])
+    table = read_key_columns(fs, paths, [key])
     table = table.append_column("task", pa.array(np.full(table.num_rows, task, np.int32)))
     # The first 8 bytes of a blake2b digest are uniform: take them mod P for the partition.
     digests = table.column(key).combine_chunks()
@@ -91,19 +92,19 @@ def _partition_keys(layout: RunLayout, task: int, paths: list[str], key: str, pa
             paths_out.append(None)
             continue
         path = f"{spill_dir}/task-{task:05d}-p{p:05d}.parquet"
-        writer = ParquetFileWriter(layout.fs, path, "lz4")
+        writer = ParquetFileWriter(fs, path, "lz4")
         writer.write(table.slice(bounds[p], bounds[p + 1] - bounds[p]).rename_columns(["hash", "row", "task"]))
         writer.close()
         paths_out.append(path)
     return task, paths_out
 
 
-def _find_repeats(layout: RunLayout, paths: list[str], out: str) -> str | None:
+def _find_repeats(fs: fsspec.AbstractFileSystem, paths: list[str], out: str) -> str | None:
     """The repeats among one partition's keys (every task's file of it), written to `out` (None:
     there are none). The first copy in input order (task, then row) is the one kept."""
     tables = []
     for path in paths:
-        with layout.fs.open(path, "rb") as f:
+        with fs.open(path, "rb") as f:
             tables.append(pq.read_table(f))
     if sum(t.num_rows for t in tables) < 2:
         return None
@@ -113,7 +114,7 @@ def _find_repeats(layout: RunLayout, paths: list[str], out: str) -> str | None:
     dups = table.slice(1).filter(repeat)
     if dups.num_rows == 0:
         return None
-    write_decision_file(layout, out, pa.table({
+    write_decision_file(fs, out, pa.table({
         "task": dups.column("task").cast(pa.int32()), "row": dups.column("row").cast(pa.int64()),
         "reason": pa.array(["exact_dedup"] * dups.num_rows, pa.string())}))
     return out

@@ -13,6 +13,7 @@ from ylink_data.text.transform.extract import DEFAULT_EXTRACTOR, ExtractorName
 from ylink_data.text.transform.extract_process import DEFAULT_TIME_LIMIT_S, ExtractorProcess
 from ylink_data.ops import register
 from ylink_data.ops.base import Document, DocumentMapper, Seconds
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 
 @register
@@ -34,7 +35,7 @@ class Extract(DocumentMapper):
         self.min_chars = min_chars
         self._process: ExtractorProcess | None = None
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         self._extractor().spawn()  # ready by the first page, which waits for it
 
     def teardown(self) -> None:

@@ -28,6 +28,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Pos
 from ylink_data.text.transform import units
 from ylink_data.ops import register
 from ylink_data.ops.base import BatchResult, Document, Fraction, Language, LanguageAwareOp, Seconds, Strings
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 Rule = tuple[str, str, float | None, float | None]  # reason, measure, low, high
 
@@ -68,7 +69,7 @@ class MeasuredOp(LanguageAwareOp):
     def rules(self, lang: str) -> list[Rule]:
         raise NotImplementedError
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         # jieba's dictionary (about 0.7 s and 95 MB): `zh` loads it now, `auto` before its first batch
         # that holds Chinese, so that an English-only run with the default does without it
         if self.language == units.CHINESE and self.segmented:

@@ -18,6 +18,7 @@ from pydantic import NonNegativeInt
 from ylink_data.text.transform import langid
 from ylink_data.ops import register
 from ylink_data.ops.base import BatchResult, Fraction, MapOp, Strings
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 LANGUAGE = "langid:language"
 LOW_SCORE = "langid:low_score"
@@ -56,7 +57,7 @@ class LangId(MapOp):
         self.min_score = min_score
         self.prefix_chars = prefix_chars
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         langid.load_model()
 
     def process(self, table: pa.Table) -> BatchResult:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from ylink_data.ops.base import MapOp
 from ylink_data.io.llm.client import LLMClient
 from ylink_data.io.llm.config import LLMConfig, fingerprint_llm
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 
 class LLMOp(MapOp):
@@ -17,10 +18,10 @@ class LLMOp(MapOp):
     llm: dict[str, Any] | None = None
     _client: LLMClient | None = None
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         if self._client is None:
             config = self.llm_config()
-            options = self.storage_options(config.cache_dir) if config.cache_dir else {}
+            options = ctx.storage_options(config.cache_dir) if config.cache_dir else {}
             self._client = LLMClient(config, options)
 
     def teardown(self) -> None:

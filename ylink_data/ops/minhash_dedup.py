@@ -46,6 +46,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,7 +60,7 @@ from ylink_data.text.dedup import verified
 from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, pair_jaccard, priorities
 from ylink_data.core.errors import InputError
 from ylink_data.core.storage import filesystem, read_json, write_json
-from ylink_data.engine.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
+from ylink_data.ops.workspace import Workspace, read_key_columns, write_decision_file
 from ylink_data.text.transform.units import unit_languages
 from ylink_data.ops import register
 from ylink_data.ops.base import Fraction, GlobalOp
@@ -159,23 +160,23 @@ class MinHashDedup(GlobalOp):
 
     # ------------------------------------------------------------------------- the global phase
 
-    def resolve(self, ctx: GlobalContext) -> None:
+    def resolve(self, ctx: Workspace) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
-        index = (SavedIndex.open(self.index, self.storage_options(self.index), self.index_meta(), self.verify)
+        index = (SavedIndex.open(self.index, ctx.storage_options(self.index), self.index_meta(), self.verify)
                  if self.index else None)
         index_files = index.files() if index else []
         owners = Owners(offsets, [first for _, first, _, _ in index_files])
         partitions = ctx.partitions((ctx.total_rows + (index.documents if index else 0)) * self.bands,
                                     self.rows_per_partition)
         work = ctx.work_path("minhash")
-        fs = ctx.layout.fs
+        fs = ctx.fs
         cols = {"bands": ctx.key_column("bands"), "length": ctx.key_column("length")}
         if self.keep == "highest_score":
             cols["score"] = ctx.key_column("score")
         if self.verify:
             cols["shingles"] = ctx.key_column("shingles")
-        args = [(ctx.layout, t, ctx.parts[t], int(offsets[i]), cols, self.keep, partitions, work)
+        args = [(ctx.fs, t, ctx.parts[t], int(offsets[i]), cols, self.keep, partitions, work)
                 for i, t in enumerate(tasks)]
         emitted = ctx.run_tasks(_emit_keys, args, "minhash_dedup: band keys")
         if index:
@@ -188,7 +189,7 @@ class MinHashDedup(GlobalOp):
             # documents' worth a pair), at 4 hashes of 4 bytes for each 16-byte key of a key partition.
             per_doc = sum(h for _, h in emitted) / max(1, sum(d for d, _ in emitted))
             compare_parts = ctx.partitions(int(2 * pairs * max(per_doc, 1)), max(4 * self.rows_per_partition, 1 << 20))
-            holders = [TaskDocuments(ctx.layout, ctx.parts[t], int(offsets[o]), cols.get("shingles"))
+            holders = [TaskDocuments(ctx.fs, ctx.parts[t], int(offsets[o]), cols.get("shingles"))
                        for o, t in enumerate(tasks)]
             holders += [IndexDocuments(index.fs, path, sha, first, self.verify) for path, first, _, sha in index_files]
             ctx.run_tasks(_ship_sets, [(fs, work, o, h, compare_parts) for o, h in enumerate(holders)],
@@ -202,15 +203,15 @@ class MinHashDedup(GlobalOp):
         if self.save_index:
             self._save_index(ctx, tasks, index)
 
-    def _decide(self, ctx: GlobalContext, work: str, parts: int, pairs: int, tasks: list[int],
+    def _decide(self, ctx: Workspace, work: str, parts: int, pairs: int, tasks: list[int],
                 offsets: np.ndarray) -> None:
         """Decisions over the verified pairs: in one task when they fit in one, else per connected
         component (every pair of a component in one partition), out of core."""
-        fs = ctx.layout.fs
+        fs = ctx.fs
         label = "minhash_dedup: keep one per cluster"
         if pairs <= self.rows_per_partition:
             folders = [f"{work}/verified/to-{p:05d}" for p in range(parts)]
-            written = ctx.run_tasks(_decide_task, [(ctx.layout, folders, tasks, offsets, self.cluster_columns,
+            written = ctx.run_tasks(_decide_task, [(ctx.fs, folders, tasks, offsets, self.cluster_columns,
                                                     ctx.decision_path("minhash_dedup-00000"))], label)
         else:
             ctx.run_tasks(_component_edges, [(fs, work, p, parts) for p in range(parts)],
@@ -218,7 +219,7 @@ class MinHashDedup(GlobalOp):
             components.connected_components(fs, work, parts, ctx.run_tasks, start="edges-verified")
             ctx.run_tasks(_group_by_component, [(fs, work, p, parts) for p in range(parts)],
                           "minhash_dedup: components (pairs)")
-            args = [(ctx.layout, [f"{work}/grouped/to-{q:05d}"], tasks, offsets, self.cluster_columns,
+            args = [(ctx.fs, [f"{work}/grouped/to-{q:05d}"], tasks, offsets, self.cluster_columns,
                      ctx.decision_path(f"minhash_dedup-{q:05d}")) for q in range(parts)]
             written = ctx.run_tasks(_decide_task, args, label)
         ctx.decisions += [path for path in written if path]
@@ -239,21 +240,21 @@ class MinHashDedup(GlobalOp):
             out["similarity"] = Counter(f"{b:.2f}" for b in bins)
         return out
 
-    def _save_index(self, ctx: GlobalContext, tasks: list[int], previous: "SavedIndex | None") -> None:
+    def _save_index(self, ctx: Workspace, tasks: list[int], previous: "SavedIndex | None") -> None:
         """Bucket keys and shingle sets of every document this run keeps (and of the index it read),
         for later runs."""
-        fs, root = filesystem(self.save_index, self.storage_options(self.save_index))
+        fs, root = filesystem(self.save_index, ctx.storage_options(self.save_index))
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
         for path in ctx.decisions:
-            with ctx.layout.fs.open(path, "rb") as f:
+            with ctx.fs.open(path, "rb") as f:
                 gone = pq.read_table(f, columns=["task", "row", "reason"])
             gone = gone.filter(pc.is_valid(gone.column("reason")))
             for t, r in zip(gone.column("task").to_pylist(), gone.column("row").to_pylist()):
                 dropped[t].append(r)
-        stamp = hashlib.sha256(ctx.layout.url.encode()).hexdigest()[:12]
+        stamp = hashlib.sha256(ctx.run_url.encode()).hexdigest()[:12]
         cols = [ctx.key_column("bands"), "id"] + ([ctx.key_column("shingles")] if self.verify else [])
-        args = [(ctx.layout, ctx.parts[t], cols, sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{t:05d}.parquet")
+        args = [(ctx.fs, ctx.parts[t], cols, sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{t:05d}.parquet")
                 for t in tasks]
         files = [written for written in ctx.run_tasks(_write_index_part, args, "minhash_dedup: save index")
                  if written["rows"]]
@@ -352,10 +353,10 @@ class Owners:
         return len(self.offsets) - 1 + len(self.index_firsts)
 
 
-def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols: dict[str, str], keep: str,
+def _emit_keys(fs: fsspec.AbstractFileSystem, task: int, paths: list[str], offset: int, cols: dict[str, str], keep: str,
                partitions: int, work: str) -> tuple[int, int]:
     """Bucket rows (key, node, priority) by key partition. Returns (documents, shingle hashes)."""
-    table = read_key_columns(layout, paths, [c for k, c in cols.items() if k != "shingles"])
+    table = read_key_columns(fs, paths, [c for k, c in cols.items() if k != "shingles"])
     nodes = offset + table.column("row").to_numpy()
     score = table.column(cols["score"]).to_numpy(zero_copy_only=False) if "score" in cols else None
     priority = priorities(keep, table.column(cols["length"]).to_numpy(), score)
@@ -368,8 +369,8 @@ def _emit_keys(layout: RunLayout, task: int, paths: list[str], offset: int, cols
         rows = pa.table({"key": keys, "node": np.repeat(nodes[valid], width),
                          "priority": np.repeat(priority[valid], width)})
         for q, part in _split_by_partition(rows, keys % np.uint64(partitions), partitions):
-            _write(layout.fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.arrow", part)
-    hashes = _values_in(layout.fs, paths, cols["shingles"]) if "shingles" in cols else 0
+            _write(fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.arrow", part)
+    hashes = _values_in(fs, paths, cols["shingles"]) if "shingles" in cols else 0
     return int(table.num_rows), hashes
 
 
@@ -407,7 +408,7 @@ def _bucket_edges(fs, work: str, q: int, owners: Owners) -> int:
 class TaskDocuments:
     """One task's documents in its part files (node = first + row), with the key column of their shingles."""
 
-    layout: RunLayout
+    fs: fsspec.AbstractFileSystem
     paths: list[str]
     first: int
     shingles: str | None
@@ -415,7 +416,7 @@ class TaskDocuments:
     def table(self) -> pa.Table:
         """`id` (and `shingles`) of every row, part after part (no copy)."""
         columns = ["id"] + ([self.shingles] if self.shingles else [])
-        table = read_key_columns(self.layout, self.paths, columns).drop_columns(["row"])
+        table = read_key_columns(self.fs, self.paths, columns).drop_columns(["row"])
         return table.rename_columns(["id", "shingles"][:len(columns)])
 
     def rows(self, nodes: np.ndarray) -> np.ndarray:
@@ -517,11 +518,11 @@ def _group_by_component(fs, work: str, p: int, partitions: int) -> int:
     return table.num_rows
 
 
-def _decide_task(layout: RunLayout, folders: list[str], tasks: list[int], offsets: np.ndarray,
+def _decide_task(fs: fsspec.AbstractFileSystem, folders: list[str], tasks: list[int], offsets: np.ndarray,
                  cluster_columns: bool, path: str) -> str | None:
     """The decisions over the verified pairs in `folders` (whole components), written to `path`
     (None: no pair)."""
-    table = _read_all(layout.fs, *folders)
+    table = _read_all(fs, *folders)
     if table is None or table.num_rows == 0:
         return None
     m, f = table.column("m").to_numpy(), table.column("f").to_numpy()
@@ -552,7 +553,7 @@ def _decide_task(layout: RunLayout, folders: list[str], tasks: list[int], offset
     task_index = np.searchsorted(offsets, node, side="right") - 1
     decisions = pa.table({"task": pa.array(np.asarray(tasks, np.int64)[task_index], pa.int32()),
                           "row": pa.array(node - offsets[task_index], pa.int64()), **cols})
-    write_decision_file(layout, path, decisions, rejected_only=EVIDENCE_COLUMNS)
+    write_decision_file(fs, path, decisions, rejected_only=EVIDENCE_COLUMNS)
     return path
 
 
@@ -641,9 +642,9 @@ def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitio
     return int(flat.size)
 
 
-def _write_index_part(layout: RunLayout, paths: list[str], cols: list[str], dropped: list[int], fs,
+def _write_index_part(run_fs: fsspec.AbstractFileSystem, paths: list[str], cols: list[str], dropped: list[int], fs,
                       path: str) -> dict:
-    table = read_key_columns(layout, paths, cols)
+    table = read_key_columns(run_fs, paths, cols)
     keep = np.asarray(table.column(cols[0]).is_valid())
     keep[np.asarray(dropped, np.int64)] = False
     table = table.filter(pa.array(keep))

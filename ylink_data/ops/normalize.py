@@ -18,6 +18,7 @@ from ylink_data.text.transform.normalize import (UnicodeForm, collapse_spaces, f
                                    strip_trailing_spaces)
 from ylink_data.ops import register
 from ylink_data.ops.base import Document, DocumentMapper
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 
 @register
@@ -62,7 +63,7 @@ class Normalize(DocumentMapper):
         self.max_blank_lines = max_blank_lines
         self._converter: Any = None
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         if self.traditional_to_simplified and self._converter is None:  # once per worker: loading takes ms
             from opencc import OpenCC
 

@@ -25,17 +25,19 @@ import math
 import re
 from typing import Annotated, Any
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
-from ylink_data.engine.global_phase import GlobalContext, RunLayout, read_key_columns, write_decision_file
+from ylink_data.ops.workspace import Workspace, read_key_columns, write_decision_file
 from ylink_data.text.transform.units import unit_language
 from ylink_data.ops import register
 from ylink_data.core.errors import InputError
 from ylink_data.ops.base import BatchResult, GlobalOp, MapOp, named_files
 from ylink_data.core.paths import ASSETS
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 DEFAULT_MODELS = ASSETS / "models"
 _BINS = 1 << 16
@@ -94,10 +96,10 @@ class QualityClassifier(MapOp, GlobalOp):
             return {"zh": str(DEFAULT_MODELS / "quality-zh.bin"), "*": str(DEFAULT_MODELS / "quality-en.bin")}
         return {"*": self.model} if isinstance(self.model, str) else dict(self.model)
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         from ylink_data.text.quality.model import QualityModel
 
-        self._models = {lang: QualityModel.load(url, self.storage_options(url)) for lang, url in self.model_urls().items()}
+        self._models = {lang: QualityModel.load(url, ctx.storage_options(url)) for lang, url in self.model_urls().items()}
         thresholds = [("min_score", self.min_score)] if self.min_score is not None else []
         thresholds += [(f"tiers.{name}", t) for name, t in self.tiers]
         for (lang, url), model in zip(self.model_urls().items(), self._models.values()):
@@ -159,14 +161,14 @@ class QualityClassifier(MapOp, GlobalOp):
         return {"score": pa.array(scores, pa.float32(), mask=~scored),
                 "unit": pa.array(np.clip(unit, 0, 1), pa.float32(), mask=~scored)}
 
-    def resolve(self, ctx: GlobalContext) -> None:
+    def resolve(self, ctx: Workspace) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         key, unit = ctx.key_column("score"), ctx.key_column("unit")
-        counts = ctx.run_tasks(_histogram, [(ctx.layout, ctx.parts[t], unit) for t in tasks],
+        counts = ctx.run_tasks(_histogram, [(ctx.fs, ctx.parts[t], unit) for t in tasks],
                                "quality_classifier: score histogram")
         total = np.sum(counts, axis=0) if counts else np.zeros(_BINS, np.int64)
         cut = top_fraction_cut(total, self.top_fraction)
-        args = [(ctx.layout, t, ctx.parts[t], key, unit, cut, self.score_column, self.name,
+        args = [(ctx.fs, t, ctx.parts[t], key, unit, cut, self.score_column, self.name,
                  ctx.decision_path(f"quality_classifier-{t:05d}")) for t in tasks]
         ctx.decisions += ctx.run_tasks(_decide, args, "quality_classifier: keep the top fraction")
 
@@ -183,23 +185,23 @@ def top_fraction_cut(counts: np.ndarray, fraction: float) -> int:
     return _BINS - 1 - int(reached[0]) if reached.size else 0
 
 
-def _histogram(layout: RunLayout, paths: list[str], key: str) -> np.ndarray:
-    scores = read_key_columns(layout, paths, [key]).column(key)
+def _histogram(fs: fsspec.AbstractFileSystem, paths: list[str], key: str) -> np.ndarray:
+    scores = read_key_columns(fs, paths, [key]).column(key)
     valid = scores.drop_null().to_numpy()
     return np.bincount(_bin(valid), minlength=_BINS)
 
 
-def _decide(layout: RunLayout, task: int, paths: list[str], key: str, unit: str, cut: int, score_column: str,
+def _decide(fs: fsspec.AbstractFileSystem, task: int, paths: list[str], key: str, unit: str, cut: int, score_column: str,
             name: str, out: str) -> str:
     """The task's decisions, written to `out` by the task (the driver holds none of them)."""
-    table = read_key_columns(layout, paths, [key, unit])
+    table = read_key_columns(fs, paths, [key, unit])
     scores = table.column(key)
     values = table.column(unit).fill_null(np.nan).to_numpy(zero_copy_only=False)
     below = np.where(np.isnan(values), False, _bin(np.nan_to_num(values)) < cut)
     reasons = np.where(below, f"{name}:below_top_fraction", None)
     no_model = np.asarray(pc.is_null(scores))
     reasons = np.where(no_model, f"{name}:no_model", reasons)
-    write_decision_file(layout, out, pa.table({
+    write_decision_file(fs, out, pa.table({
         "task": pa.array(np.full(table.num_rows, task), pa.int32()), "row": table.column("row"),
         "reason": pa.array(reasons.tolist(), pa.string()), score_column: scores}))
     return out

@@ -31,6 +31,7 @@ from ylink_data.core.errors import InputError
 from ylink_data.text.tokens.sft import ChatTemplate, compile_template, encode_rendered, load_chat_template, render_with_spans
 from ylink_data.ops import register
 from ylink_data.ops.base import BatchResult, MapOp, named_files
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 
 @register
@@ -40,6 +41,7 @@ class SftTokenize(MapOp):
     which most templates (and most trainers' assumptions) require."""
 
     name = "sft_tokenize"
+    writes_tokens = NUM_TOKENS
 
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
@@ -76,9 +78,9 @@ class SftTokenize(MapOp):
         self._tok: LoadedTokenizer | None = None
         self._template: ChatTemplate | None = None
 
-    def setup(self) -> None:
-        self._tok = load_tokenizer(self.tokenizer, self.storage_options(self.tokenizer))
-        options = self.storage_options(self.tokenizer_config) if self.tokenizer_config else None
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
+        self._tok = load_tokenizer(self.tokenizer, ctx.storage_options(self.tokenizer))
+        options = ctx.storage_options(self.tokenizer_config) if self.tokenizer_config else None
         self._template = load_chat_template(self.chat_template, self.tokenizer_config, options, self.special_tokens)
 
     def _conversation(self, text: str | None) -> tuple[str, list[tuple[int, int]]]:

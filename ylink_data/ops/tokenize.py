@@ -29,6 +29,7 @@ from ylink_data.text.tokens.encode import NUM_TOKENS, TOKEN_IDS, encode_texts
 from ylink_data.text.tokens.load import LoadedTokenizer, load_tokenizer
 from ylink_data.ops import register
 from ylink_data.ops.base import BatchResult, MapOp, named_files
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 
 @register
@@ -36,6 +37,8 @@ class Tokenize(MapOp):
     """Adds `token_ids` and `num_tokens`; see the module docstring."""
 
     name = "tokenize"
+    writes_tokens = NUM_TOKENS
+    writes_document_tokens = True
 
     @classmethod
     def files_read(cls, params: dict) -> list[tuple[str, str]]:
@@ -55,10 +58,10 @@ class Tokenize(MapOp):
         self.tokenizer, self.append_eod, self.eod_token = tokenizer, append_eod, eod_token
         self._tok: LoadedTokenizer | None = None
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         use_task_cpus()
         try:
-            self._tok = load_tokenizer(self.tokenizer, self.storage_options(self.tokenizer), self.eod_token)
+            self._tok = load_tokenizer(self.tokenizer, ctx.storage_options(self.tokenizer), self.eod_token)
         except InputError as exc:  # the key to fix, then what is wrong with the file
             key = "eod_token" if self.eod_token is not None and "to end documents with" in str(exc) else "tokenizer"
             raise InputError(f"{self.name}.{key}: {exc}") from None

@@ -34,6 +34,7 @@ from pydantic import PositiveInt
 from ylink_data.text.transform.wordlists import bundled_list, read_list
 from ylink_data.ops import register
 from ylink_data.ops.base import Document, DocumentFilter, named_files
+from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
 
 ListParam = str | list[str] | None
 
@@ -153,7 +154,7 @@ class UrlFilter(DocumentFilter):
             out.extend(read_list(item[1:], f"url_filter.{key}") if item.startswith("@") else [item.strip()])
         return out
 
-    def setup(self) -> None:
+    def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
         """Read every list once per worker."""
         if self._loaded:
             return

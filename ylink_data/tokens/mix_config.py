@@ -22,20 +22,23 @@ from typing import Annotated, Any, Iterator
 
 from pydantic import Field, PrivateAttr, ValidationError
 
-from ylink_data.engine.config import (PipelineConfig, _describe, _EnvExpansion, _not_blank, _parse_overrides, _read_yaml,
-                      _set_dotted, _Strict)
+from ylink_data.core.config_model import Strict, describe_error, not_blank
+from ylink_data.core.env_expansion import EnvExpansion
+from ylink_data.core.overrides import parse_overrides, set_dotted
+from ylink_data.core.yaml_file import read_yaml
+from ylink_data.engine.config import PipelineConfig
 from ylink_data.core.errors import ConfigError, YlinkError
 from ylink_data.core.redaction import Redactor, redact_text
 
 
-class MixSource(_Strict):
-    path: Annotated[str, _not_blank("a run, a tier or a mixture folder (path or URL)")]
+class MixSource(Strict):
+    path: Annotated[str, not_blank("a run, a tier or a mixture folder (path or URL)")]
     # A share of the mixture's tokens: weights are normalised, so 0.6/0.4 and 3/2 are the same mixture.
     weight: float = Field(gt=0, allow_inf_nan=False)
 
 
-class MixOutput(_Strict):
-    path: Annotated[str, _not_blank("a folder or URL")]
+class MixOutput(Strict):
+    path: Annotated[str, not_blank("a folder or URL")]
     # Write the chosen documents, shuffled, as Megatron pairs (a run of its own: the token loader
     # reads it, another mixture takes it as a source); otherwise only mixture.json and the blend file.
     materialize: bool = False
@@ -44,7 +47,7 @@ class MixOutput(_Strict):
     shard_tokens: int = Field(64 * 2 ** 20, gt=0, le=2 ** 40)
 
 
-class MixConfig(_Strict):
+class MixConfig(Strict):
     name: str = "mixture"
     sources: list[MixSource] = Field(min_length=1)
     tokens: int = Field(gt=0, le=2 ** 62)
@@ -83,17 +86,17 @@ def load_mix_config(mixture: str | os.PathLike | dict, overrides: list[str] | di
     if isinstance(mixture, dict):
         raw, source = copy.deepcopy(mixture), None
     else:
-        raw, source = _read_yaml(Path(mixture), "mixture"), str(mixture)
+        raw, source = read_yaml(Path(mixture), "mixture"), str(mixture)
     if not isinstance(raw, dict):
         raise ConfigError("the mixture must be a mapping of keys (name, sources, tokens, output...)", source)
-    for key, value in _parse_overrides(overrides):
-        _set_dotted(raw, key, value, source)
-    env = _EnvExpansion()
+    for key, value in parse_overrides(overrides):
+        set_dotted(raw, key, value, source)
+    env = EnvExpansion()
     raw["storage"] = env.expand(raw.get("storage") or {})
     try:
         cfg = MixConfig.model_validate(raw)
     except ValidationError as exc:
-        problems = [redact_text(_describe(err, raw, MixConfig), env.values) for err in exc.errors()]
+        problems = [redact_text(describe_error(err, MixConfig), env.values) for err in exc.errors()]
         raise ConfigError(problems, source) from None
     cfg._redactor = Redactor.knowing(env.values)
     cfg._source = source

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 
-from ylink_data.text.transform.units import _jieba, unit_language
+from ylink_data.text.transform.units import loaded_jieba, unit_language
 
 try:
     from rjieba import cut as _rjieba_cut
@@ -42,7 +42,7 @@ try:
         return _rjieba_cut(text, False)
 except ImportError:  # a hard dependency, but jieba gives the same words
     def _words(text: str) -> list[str]:
-        return _jieba().lcut(text, HMM=False)
+        return loaded_jieba().lcut(text, HMM=False)
 
 # Characters of a document read, per text-unit family (chosen by measurement, see the docstring).
 PREFIX_CHARS = {"en": 500, "zh": 150}

@@ -55,7 +55,7 @@ import numpy as np
 import pyarrow as pa
 
 from ylink_data.core.digest import file_digest, new_digest
-from ylink_data.text.transform.ngrams import Tokens, _string_parts, ngram_hashes, token_hashes
+from ylink_data.text.transform.ngrams import Tokens, string_parts, ngram_hashes, token_hashes
 from ylink_data.text.transform.script import written_unspaced
 
 WORD_NGRAM = 13  # GPT-3's n (Brown et al. 2020, appendix C)
@@ -165,7 +165,7 @@ class IndexWriter:
             self.entries += len(hashes)
         self.lengths |= set(length.tolist()) - {0}
         self.skipped += int((length == 0).sum())
-        offsets, data = _string_parts(tokens.joined())
+        offsets, data = string_parts(tokens.joined())
         self._write(data[offsets[0]:offsets[-1]])
         self.text_offsets.append(offsets[1:] - offsets[0] + self.text_bytes)
         self.text_bytes += int(offsets[-1] - offsets[0])
@@ -181,7 +181,7 @@ class IndexWriter:
         self.text_offsets = []
         ids = pa.concat_arrays(self.ids) if self.ids else pa.array([], pa.large_string())
         self.ids = []
-        offsets, data = _string_parts(ids)
+        offsets, data = string_parts(ids)
         self._array("item_id_offsets", offsets - offsets[0])
         self._array("item_ids", data[offsets[0]:offsets[-1]])
         del ids, offsets, data

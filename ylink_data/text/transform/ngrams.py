@@ -81,7 +81,7 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _POWERS["p"][:n], _POWERS["inv"][:n]
 
 
-def _string_parts(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def string_parts(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, UTF-8 bytes) of a string array without nulls, as numpy views."""
     if strings.offset or strings.null_count:
         strings = pa.concat_arrays([strings])  # a fresh array starts its offsets at its own data
@@ -94,7 +94,7 @@ def _string_parts(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def string_hashes(strings: pa.Array) -> np.ndarray:
     """A stable 64-bit hash of each string (no nulls): sum of byte[k] * P^(len-1-k), finalised."""
-    offsets, data = _string_parts(strings)
+    offsets, data = string_parts(strings)
     if len(strings) == 0:
         return np.zeros(0, np.uint64)
     data = data[offsets[0]:offsets[-1]]

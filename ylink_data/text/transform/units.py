@@ -316,7 +316,8 @@ def unit_languages(language: str, texts: pa.Array | pa.ChunkedArray,
 
 
 @lru_cache(maxsize=None)
-def _jieba():
+def loaded_jieba():
+    """The jieba module, its dictionary loaded (once per process), quiet."""
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
@@ -332,7 +333,7 @@ def _han_segmenter():
     try:
         import rjieba
     except ImportError:
-        return _jieba().lcut
+        return loaded_jieba().lcut
     return rjieba.cut
 
 
@@ -340,7 +341,7 @@ def _han_segmenter():
 def load_segmenter() -> None:
     """Load jieba's dictionary now (about a second), not on the first Chinese document: outside
     any document's time limit, which it would outlast. Once per process."""
-    _jieba()
+    loaded_jieba()
     _han_segmenter()("预热")
 
 
@@ -369,7 +370,7 @@ def chinese_words(text: str) -> list[str]:
             if tokens is None:
                 if len(_MIXED) >= 200_000:
                     _MIXED.clear()
-                tokens = _MIXED[block] = [w for w in _jieba().lcut(block) if w.strip() and not is_symbol(w.strip())]
+                tokens = _MIXED[block] = [w for w in loaded_jieba().lcut(block) if w.strip() and not is_symbol(w.strip())]
             out += tokens
     return out
 
