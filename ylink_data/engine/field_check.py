@@ -8,7 +8,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ylink_data.engine.config import PipelineConfig, did_you_mean
+from ylink_data.core.suggest import did_you_mean
+from ylink_data.engine.config import PipelineConfig
 from ylink_data.io.readers import Bad, Record, Split, open_split, read_split
 from ylink_data.core.redaction import redact_url
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from ylink_data.engine.config import did_you_mean, format_loc
+from ylink_data.core.suggest import did_you_mean
+from ylink_data.engine.config import format_loc
 from ylink_data.core.errors import ConfigError
 from ylink_data.ops.base import (BatchResult, Document, DocumentFilter, DocumentMapper, DocumentSplitter, GlobalOp, MapOp, Op,  # noqa: F401 -- the shapes an op module imports from here
                    fan_out)

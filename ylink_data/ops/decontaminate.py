@@ -65,7 +65,7 @@ from typing import Annotated, Any, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from ylink_data.engine.config import did_you_mean
+from ylink_data.core.suggest import did_you_mean
 from ylink_data.core.errors import InputError
 from ylink_data.io import benchmarks as benchmark_files
 from ylink_data.io.benchmarks import FORMATS, file_name, fingerprint, iter_benchmark, resolve_format
