@@ -125,3 +125,28 @@ def test_the_input_section_loads_no_engine_and_no_parser():
             "('pyarrow', 'warcio', 'pypdfium2', 'docx', 'pptx')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("reader", readers(), ids=lambda r: r.format)
+def test_every_reader_is_found_by_each_of_its_extensions_and_is_a_format_value(tmp_path, reader):
+    """Generated over the registry: each extension (any case, behind any whole-file compression)
+    names its reader's format, and input.format takes the format."""
+    assert reader.extensions, f"{reader.format} declares no extension: `auto` never picks it"
+    for ext in reader.extensions:
+        assert split_extension(f"s3://bucket/dir.d/a{ext.upper()}?v=1") == (reader.format, None)
+        for suffix, compression in registry.COMPRESSION.items():
+            assert split_extension(f"a{ext}{suffix}") == (reader.format, compression)
+    assert load_config(_pipeline(tmp_path, FAQ, format=reader.format)).input.format == reader.format
+    assert reader.format in input_formats()
+
+
+def test_the_built_in_formats_keep_their_order_in_messages(tmp_path):
+    """input.format's values and the format error list the formats as they always have (docs, scripts)."""
+    assert input_formats() == ("auto", "warc", "wet", "jsonl", "parquet", "text", "html", "pdf", "docx", "pptx",
+                               "markdown")
+    unknown = tmp_path / "README"
+    unknown.write_bytes(FAQ.read_bytes())
+    with pytest.raises(InputError, match=re.escape(
+            "set input.format (warc, wet, jsonl, parquet, text, html, pdf, docx, pptx or markdown)")):
+        plan_splits([InputFile(str(unknown), unknown.stat().st_size)], load_config(_pipeline(tmp_path, unknown)).input,
+                    lambda _: {})

@@ -69,7 +69,7 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
         reader = reader_for(fmt)
         if reader is None:
             raise InputError(f"no reader for format {fmt!r}")
-        if cfg.chat and not reader.reads_conversations:
+        if cfg.chat and not reader.named_fields:
             raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
                              f"remove it from input.paths or set input.chat: false")
         splits += reader.plan(file, compression, planning)

@@ -69,8 +69,12 @@ class Reader(ABC):
     # Where the format stands in input.format's list of values (its error message, the docs): web
     # formats, tables, then documents. A reader that leaves it lists last.
     order: ClassVar[int] = 1000
-    # Rows that are conversations (input.chat) can be read from it: records of named fields.
-    reads_conversations: ClassVar[bool] = False
+    # Its records are rows of named fields (JSON objects, Parquet rows): input.text_field, url_field
+    # and chat (conversations) apply, and `ylink validate` checks the field names (engine/field_check.py).
+    named_fields: ClassVar[bool] = False
+    # Its documents are HTML pages (WARC responses, .html files; not WET's extracted text): a text
+    # filter with no `extract` before it gets a warning (engine/stage_warnings.py).
+    holds_html: ClassVar[bool] = False
     # Read in the document reader child (io/readers/isolated.py, DocumentReader), not in-process.
     isolated: ClassVar[bool] = False
 

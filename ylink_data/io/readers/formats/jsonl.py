@@ -14,7 +14,7 @@ class JsonlReader(Reader):
     format = "jsonl"
     extensions = (".jsonl", ".json", ".ndjson")
     order = 20
-    reads_conversations = True
+    named_fields = True
 
     def plan(self, file: InputFile, compression: str | None, planning: Planning) -> list[Split]:
         if compression is not None:  # a compressed stream cannot be entered in the middle

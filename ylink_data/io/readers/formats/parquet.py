@@ -15,7 +15,7 @@ class ParquetReader(Reader):
     format = "parquet"
     extensions = (".parquet", ".pq")
     order = 30
-    reads_conversations = True
+    named_fields = True
 
     def plan(self, file: InputFile, compression: str | None, planning: Planning) -> list[Split]:
         size = file.size

@@ -23,6 +23,7 @@ class HtmlReader(Reader):
     format = "html"
     extensions = (".html", ".htm", ".xhtml")
     order = 41
+    holds_html = True
 
     def read(self, split: Split, f: IO[bytes], cfg: Any) -> Iterator[Record | Skip | Bad]:
         return read_html(split, f, cfg.max_record_bytes)

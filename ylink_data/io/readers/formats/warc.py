@@ -14,6 +14,7 @@ class WarcReader(Reader):
     format = "warc"
     extensions = (".warc", ".arc", ".wat")
     order = 10
+    holds_html = True
 
     def plan(self, file: InputFile, compression: str | None, planning: Planning) -> list[Split]:
         if compression not in (None, "gzip"):
@@ -37,3 +38,4 @@ class WetReader(WarcReader):
     format = "wet"
     extensions = (".wet",)
     order = 11
+    holds_html = False
