@@ -46,7 +46,7 @@ FORMATS = ("pdf", "docx", "pptx")
 
 
 def ylink(path: Path, data: bytes) -> str:
-    from ylink_data.engine.config import InputConfig
+    from ylink_data.io.input_config import InputConfig
     from ylink_data.io.readers import Record, Split, read_split, split_extension
 
     split = Split(str(path), split_extension(str(path))[0])

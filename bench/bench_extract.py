@@ -145,7 +145,7 @@ def take_turns(runs: list, pages: list[dict[str, Any]]) -> tuple[list[float], li
 def crawl_pages() -> list[dict[str, Any]]:
     """The HTML responses of the bundled crawl (samples/crawl), as the pipeline's reader decodes them:
     no snippets to score, but the mix of a real crawl (listings, spam, short pages)."""
-    from ylink_data.engine.config import InputConfig
+    from ylink_data.io.input_config import InputConfig
     from ylink_data.io.readers import Record, Split, open_split, read_split
 
     pages = []

@@ -88,7 +88,7 @@ def cpu_warcio(path: Path) -> float:
 
 def cpu_reader(path: Path) -> float:
     """The pipeline's WARC reader alone: every record as Record / Skip / Bad, nothing built."""
-    from ylink_data.engine.config import InputConfig
+    from ylink_data.io.input_config import InputConfig
     from ylink_data.io.readers import Split, open_split, read_split
 
     started = time.process_time()

@@ -14,7 +14,7 @@ import pypdfium2 as pdfium
 import pytest
 
 import ylink_data
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.io.readers import Split, read_split
 from ylink_data.io.readers.pdflayout import join_lines
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import ylink_data
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import ConfigError
 from ylink_data.io.readers import Record, Split, open_split, read_split
 from ylink_data.engine.stats import check_invariant

@@ -22,7 +22,7 @@ import pytest
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.io.charset import decode_html
 from ylink_data.io.listing import InputFile, expand_paths

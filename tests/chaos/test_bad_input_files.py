@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import ylink_data
-from ylink_data.engine.config import InputConfig, load_config
+from ylink_data.engine.config import load_config
+from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.io.readers import Bad, Record, Split, read_split
 from ylink_data.io.readers import jsonl as jsonl_reader

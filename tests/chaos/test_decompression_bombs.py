@@ -42,7 +42,7 @@ def _write_bomb(path, ext: str, unit: bytes) -> None:
 
 READ = """
 import sys
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.io.readers import Split, open_split, read_split, split_extension
 path = sys.argv[1]
 fmt, compression = split_extension(path)

@@ -24,7 +24,8 @@ import pypdfium2 as pdfium
 import pytest
 
 import ylink_data
-from ylink_data.engine.config import InputConfig, validate_config
+from ylink_data.engine.config import validate_config
+from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import ConfigError
 from ylink_data.io.readers import Record, Split, read_split, split_extension
 from ylink_data.io.readers.isolated import reader_process

@@ -15,7 +15,7 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.io.listing import expand_paths
 from ylink_data.io.readers import Record, open_split, plan_splits, read_split
 

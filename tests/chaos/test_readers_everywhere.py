@@ -24,7 +24,7 @@ import yaml
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.io.listing import expand_paths
 from ylink_data.io.readers import Bad, Record, open_split, plan_splits, read_split
 

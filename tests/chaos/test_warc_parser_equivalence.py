@@ -20,7 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from ylink_data.io.readers import Bad, Record, Skip, Split, read_split
 from ylink_data.io.readers import warc as warc_reader
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 
 from ..conftest import SAMPLES
 from ..test_malformed import gzip_member, gzip_members

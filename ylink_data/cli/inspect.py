@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.core.storage import filesystem, join
 from ylink_data.io.listing import expand_paths

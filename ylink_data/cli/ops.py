@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ops(args: argparse.Namespace) -> int:
-    from ylink_data.engine.config import did_you_mean
+    from ylink_data.core.errors import did_you_mean
     from ylink_data.ops.describe import format_op, format_op_list, op_names
 
     if args.name is None:

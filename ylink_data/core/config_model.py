@@ -1,4 +1,4 @@
-"""What every YAML document ylink validates with pydantic shares (the pipeline, the mixture): strict
+"""What every YAML document ylink validates with pydantic shares (the pipeline, the mixture, the input section in io/input_config.py): strict
 sections, paths that cannot be blank, and one line per validation error."""
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
 
 from ylink_data.core.errors import did_you_mean, format_loc
+
+MiB = 1024 * 1024
 
 
 class Strict(BaseModel):

@@ -8,7 +8,8 @@ run's shards as input, which keep their own columns; an op that declares nothing
 checked from there on: a false error on a valid pipeline is worse than a late one."""
 from __future__ import annotations
 
-from ylink_data.engine.config import PipelineConfig, did_you_mean
+from ylink_data.core.errors import did_you_mean
+from ylink_data.engine.config import PipelineConfig
 from ylink_data.core.schema import DOCUMENT_SCHEMA
 from ylink_data.ops import op_class
 

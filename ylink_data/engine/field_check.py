@@ -8,18 +8,19 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ylink_data.engine.config import PipelineConfig, did_you_mean
+from ylink_data.core.errors import did_you_mean
+from ylink_data.engine.config import PipelineConfig
 from ylink_data.io.readers import Bad, Record, Split, open_split, read_split
+from ylink_data.io.readers.registry import reader_for
 from ylink_data.core.redaction import redact_url
 
 SAMPLE_RECORDS = 100
-FIELD_FORMATS = ("jsonl", "parquet")  # the formats whose records are named fields
 
 
 def field_problems(cfg: PipelineConfig, splits: list[Split]) -> list[str]:
     """One line per field key that none of the first records of the first JSONL/Parquet input has."""
     inp = cfg.input
-    split = next((s for s in splits if s.format in FIELD_FORMATS and not s.run_shard), None)
+    split = next((s for s in splits if reader_for(s.format).named_fields and not s.run_shard), None)
     if split is None or inp.chat:
         return []
     records: list[Record] = []

@@ -13,9 +13,8 @@ from __future__ import annotations
 from ylink_data.engine.config import PipelineConfig
 from ylink_data.io.listing import InputFile
 from ylink_data.io.readers import split_extension
+from ylink_data.io.readers.registry import reader_for
 from ylink_data.ops import op_class
-
-HTML_FORMATS = ("warc", "html")  # what split_extension and input.format call HTML-bearing input (.wet is text)
 
 
 def stage_warnings(cfg: PipelineConfig, files: list[InputFile]) -> list[str]:
@@ -25,7 +24,7 @@ def stage_warnings(cfg: PipelineConfig, files: list[InputFile]) -> list[str]:
 def _text_filters_on_html(cfg: PipelineConfig, files: list[InputFile]) -> list[str]:
     formats = {cfg.input.format} if cfg.input.format != "auto" else \
         {split_extension(f.url)[0] for f in files if not f.run_shard}
-    html = sorted(formats & set(HTML_FORMATS))
+    html = sorted(f for f in formats if f is not None and reader_for(f).holds_html)
     if not html:
         return []
     for i, (name, _) in enumerate(cfg.ops):

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from fsspec.compression import compr
 from fsspec.utils import infer_compression
 
-from ylink_data.engine.config import did_you_mean
+from ylink_data.core.errors import did_you_mean
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.storage import filesystem

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ylink_data.engine.config import InputConfig
+from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.timelimit import DocumentTimeout

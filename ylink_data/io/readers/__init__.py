@@ -1,6 +1,7 @@
 """Gather: which reader handles which file, how a file is cut into splits, and reading a split.
 
-One entry point, `read_split`, yields `Record` / `Skip` / `Bad` for any supported format.
+One entry point, `read_split`, yields `Record` / `Skip` / `Bad` for any registered format; each
+format is one `Reader` in `formats/` (registry.py says what a reader declares).
 """
 from __future__ import annotations
 
@@ -9,22 +10,22 @@ import hashlib
 import io
 import math
 import zipfile
-from typing import IO, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
 import fsspec.spec
 
-from ylink_data.engine.config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.digest import sha256_of
 from ylink_data.core.storage import filesystem
 from ylink_data.io.listing import InputFile
-from ylink_data.io.readers.base import Bad, Record, Skip, Split, read_whole
+from ylink_data.io.readers.base import Bad, Record, Skip, Split
 from ylink_data.io.readers.decompress import decompressed
-from ylink_data.io.readers.jsonl import read_jsonl
-from ylink_data.io.readers.parquet import read_parquet, row_group_count
-from ylink_data.io.readers.text import read_html, read_text
-from ylink_data.io.readers.warc import read_warc
+from ylink_data.io.readers.registry import (AUTO, COMPRESSION, Planning, format_of_extension, listed, reader_for,
+                                            readers, sniffed_format)
+
+if TYPE_CHECKING:
+    from ylink_data.io.input_config import InputConfig
 
 _REMOTE_BUFFER = 1 << 20
 _MiB = 1 << 20
@@ -35,107 +36,61 @@ _MiB = 1 << 20
 # depends on the input alone, never on the cluster: a run resumed on another machine plans the
 # same tasks, and its output is the same.
 TASKS_WANTED, MIN_TASK_BYTES, MAX_TASK_BYTES = 16, 8 * _MiB, 256 * _MiB
-_COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
-_FORMATS = {
-    ".warc": "warc", ".arc": "warc", ".wat": "warc",
-    ".wet": "wet",
-    ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
-    ".parquet": "parquet", ".pq": "parquet",
-    ".txt": "text", ".text": "text",
-    ".html": "html", ".htm": "html", ".xhtml": "html",
-    ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".md": "markdown", ".markdown": "markdown",
-}
-# One document per file, read whole (document.py): the file's path or URL is the document's `url`.
-DOCUMENT_FORMATS = ("pdf", "docx", "pptx", "markdown")
 
 
 def split_extension(url: str) -> tuple[str | None, str | None]:
     """(format, compression) from a file name such as `x.warc.wet.gz` -> ("wet", "gzip")."""
     name = url.rsplit("/", 1)[-1].split("?", 1)[0].lower()
     stem, dot, ext = name.rpartition(".")
-    compression = _COMPRESSION.get(f".{ext}") if dot else None
+    compression = COMPRESSION.get(f".{ext}") if dot else None
     if compression:
         stem, dot, ext = stem.rpartition(".")
-    return (_FORMATS.get(f".{ext}") if dot else None), compression
+    return (format_of_extension(f".{ext}") if dot else None), compression
 
 
 def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -> list[Split]:
-    """Cut each input file into the splits that tasks read: pieces of input.split_bytes, or with
-    split_bytes null, an even number of equal pieces of about `task_bytes` (two workers finish a
-    file's pieces together)."""
+    """Cut each input file into the splits that tasks read, as its format's reader plans them: pieces
+    of input.split_bytes, or with split_bytes null, an even number of equal pieces of about
+    `task_bytes` (two workers finish a file's pieces together), where the format can be cut."""
     splits: list[Split] = []
-    target = task_bytes(files, cfg.split_bytes)
+    planning = Planning(cfg, task_bytes(files, cfg.split_bytes), storage_options_for)
     for file in files:
         fmt, compression = split_extension(file.url)
-        if cfg.format != "auto":
+        if cfg.format != AUTO:
             fmt = cfg.format
         if file.run_shard:  # a run's shard is Parquet of the document schema, whatever input.format says
             fmt, compression = "parquet", None
         if fmt is None and compression is None:
             fmt = sniff_format(file.url, storage_options_for(file.url))
         if fmt is None:
+            formats = [r.format for r in readers()]
             raise InputError(f"cannot tell the format of {file.url} from its name or first bytes; set "
-                             f"input.format (warc, wet, jsonl, parquet, text, html, pdf, docx, pptx or markdown)")
-        if fmt == "pdf" and cfg.ocr:
-            from ylink_data.io.readers.ocr import tesseract
-
-            tesseract()  # a missing binary is a config error now, not a failed task later
-        if cfg.chat and fmt not in ("jsonl", "parquet"):
+                             f"input.format ({listed(formats)})")
+        reader = reader_for(fmt)
+        if reader is None:
+            raise InputError(f"no reader for format {fmt!r}")
+        if cfg.chat and not reader.named_fields:
             raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
                              f"remove it from input.paths or set input.chat: false")
-        size = file.size
-        if fmt in ("warc", "wet"):
-            if compression not in (None, "gzip"):
-                raise InputError(f"{file.url}: WARC files are read uncompressed or gzip-compressed per record; "
-                                 f"recompress it with `warcio recompress`")
-            # WARC gzip is per record, read member by member: not a whole-file decompression. An
-            # uncompressed WARC is cut by byte range too (warc.py: a split starts at the first
-            # `WARC/1.` line at or after its start); an ARC is read whole by its first split.
-            pieces = _byte_ranges(size, _step(size, target, cfg.split_bytes))
-            splits += [Split(file.url, "warc", size, s, e) for s, e in pieces]
-        elif fmt == "jsonl" and compression is None:
-            pieces = _byte_ranges(size, _step(size, target, cfg.split_bytes))
-            splits += [Split(file.url, fmt, size, s, e) for s, e in pieces]
-        elif fmt == "parquet" and size and size > target:
-            fs, path = filesystem(file.url, storage_options_for(file.url))
-            with fs.open(path, "rb") as f:
-                groups = row_group_count(f)
-            if groups is None:  # not readable Parquet: one split, whose reader quarantines the file
-                splits.append(Split(file.url, fmt, size, 0, None, compression, **_shard_of(file)))
-                continue
-            per = max(1, math.ceil(groups / _pieces(size, target, cfg.split_bytes)))
-            splits += [Split(file.url, fmt, size, g, min(g + per, groups), **_shard_of(file))
-                       for g in range(0, groups, per)]
-        else:
-            splits.append(Split(file.url, fmt, size, 0, None, compression, **_shard_of(file)))
+        splits += reader.plan(file, compression, planning)
     return splits
 
 
-def _shard_of(file: InputFile) -> dict[str, Any]:
-    """What a split of `file` carries when it is a finished run's shard: read as one, checked by sha256."""
-    return {"run_shard": file.run_shard, "sha256": file.sha256}
-
-
 def sniff_format(url: str, storage_options: dict[str, Any]) -> str | None:
-    """pdf / docx / pptx from a file's first bytes (`%PDF-`; a ZIP holding word/ or ppt/), for
-    files whose name says nothing (e.g. a URL without an extension); None otherwise."""
+    """The format a reader recognises in a file's first bytes (`%PDF-`; a ZIP holding word/ or ppt/),
+    for files whose name says nothing (e.g. a URL without an extension); None otherwise."""
     fs, path = filesystem(url, storage_options)
     with fs.open(path, "rb") as f:
         head = f.read(1024)
-        if b"%PDF-" in head:
-            return "pdf"
-        if not head.startswith(b"PK\x03\x04"):
-            return None
-        f.seek(0)
-        try:
-            names = zipfile.ZipFile(f).namelist()
-        except (zipfile.BadZipFile, OSError, EOFError):
-            return None
-    if any(n.startswith("word/") for n in names):
-        return "docx"
-    if any(n.startswith("ppt/") for n in names):
-        return "pptx"
-    return None
+
+        def zip_names() -> list[str] | None:
+            f.seek(0)
+            try:
+                return zipfile.ZipFile(f).namelist()
+            except (zipfile.BadZipFile, OSError, EOFError):
+                return None
+
+        return sniffed_format(head, zip_names)
 
 
 def task_bytes(files: list[InputFile], split_bytes: int | None) -> int:
@@ -144,25 +99,6 @@ def task_bytes(files: list[InputFile], split_bytes: int | None) -> int:
         return split_bytes
     total = sum(f.size or 0 for f in files)
     return min(MAX_TASK_BYTES, max(MIN_TASK_BYTES, math.ceil(total / TASKS_WANTED)))
-
-
-def _pieces(size: int, target: int, split_bytes: int | None) -> int:
-    """How many pieces a file of `size` is cut into: with split_bytes null, an even number."""
-    n = max(1, math.ceil(size / target))
-    return n + 1 if n > 1 and n % 2 and not split_bytes else n
-
-
-def _step(size: int | None, target: int, split_bytes: int | None) -> int:
-    if split_bytes or not size:
-        return split_bytes or target
-    return math.ceil(size / _pieces(size, target, split_bytes))
-
-
-def _byte_ranges(size: int | None, step: int) -> list[tuple[int, int | None]]:
-    if not size or size <= step:
-        return [(0, None)]
-    starts = list(range(0, size, step))
-    return [(s, s + step if s + step < size else None) for s in starts]
 
 
 def group_splits(splits: list[Split], target_bytes: int | None, max_files: int = 512) -> list[list[Split]]:
@@ -231,35 +167,10 @@ def check_run_shard(split: Split, digest: str) -> None:
 
 
 def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:
-    if split.format in ("warc", "wet"):
-        return read_warc(split, f, cfg.max_record_bytes)
-    if split.format == "jsonl":
-        return read_jsonl(split, f, cfg.max_record_bytes, cfg.text_field, cfg.url_field, cfg.chat)
-    if split.format == "parquet":
-        return read_parquet(split, f, cfg.text_field, cfg.url_field, cfg.chat, split.run_shard)
-    if split.format == "text":
-        return read_text(split, f, cfg.max_record_bytes)
-    if split.format == "html":
-        return read_html(split, f, cfg.max_record_bytes)
-    if split.format in DOCUMENT_FORMATS:
-        return _read_document(split, f, cfg)
-    raise InputError(f"no reader for format {split.format!r}")
-
-
-def _read_document(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:
-    # Imported here: a web-crawl pipeline never starts the reader child (nor loads PDFium,
-    # python-docx or python-pptx in it).
-    from ylink_data.io.readers.isolated import read_document, reader_process
-
-    reader_process().spawn()  # it loads the readers while this process reads the file
-    data = read_whole(f, cfg.max_record_bytes)
-    if isinstance(data, Bad):
-        yield data
-        return
-    if not data:  # a zero-byte file is no document of any format (an interrupted copy, usually)
-        yield Bad(0, f"empty file (0 bytes), not a {split.format} document; remove it or copy it again")
-        return
-    yield from read_document(split, data, cfg)
+    reader = reader_for(split.format)
+    if reader is None:
+        raise InputError(f"no reader for format {split.format!r}")
+    return reader.read(split, f, cfg)
 
 
 __all__ = ["Split", "Record", "Skip", "Bad", "plan_splits", "group_splits", "open_split", "read_split",

@@ -14,13 +14,50 @@ samples/documents (0.01-11 ms each; measured 2026-12, median of 50-200 reads).
 """
 from __future__ import annotations
 
-from ylink_data.engine.config import InputConfig
+from abc import abstractmethod
+from typing import IO, Any, Callable, ClassVar, Iterator, NamedTuple
+
 from ylink_data.core.timelimit import DocumentTimeout
 from ylink_data.core.deadline import ChildFailed, DeadlineProcess, serve
-from ylink_data.io.readers.base import TIMEOUT, UNREADABLE, Bad, Record, Skip, Split, one_line
+from ylink_data.io.readers.base import TIMEOUT, UNREADABLE, Bad, Record, Skip, Split, one_line, read_whole
+from ylink_data.io.readers.registry import Reader, readers
 
-_KIND = {"pdf": "PDF", "docx": ".docx", "pptx": ".pptx", "markdown": "Markdown"}
 _PROCESS: DeadlineProcess | None = None
+
+
+class DocumentOptions(NamedTuple):
+    """What the document readers use of the input section, sent to the child with each file."""
+
+    ocr: bool
+    ocr_languages: str
+    max_unpacked_bytes: int
+
+
+# A document reader's parser, run in the child: the file's items from its bytes.
+Parse = Callable[[Split, bytes, DocumentOptions], Iterator[Record | Skip | Bad]]
+
+
+class DocumentReader(Reader):
+    """A format of one document per file, read whole in the child process (this module's boundary).
+    Subclasses set `kind` and implement `load`."""
+
+    isolated = True
+    kind: ClassVar[str]  # how errors name a file of it: "PDF", ".docx"
+
+    @abstractmethod
+    def load(self) -> Parse:
+        """Import the parser (in the child, once, before it says it is ready: not in any file's time)."""
+
+    def read(self, split: Split, f: IO[bytes], cfg: Any) -> Iterator[Record | Skip | Bad]:
+        reader_process().spawn()  # it loads the readers while this process reads the file
+        data = read_whole(f, cfg.max_record_bytes)
+        if isinstance(data, Bad):
+            yield data
+            return
+        if not data:  # a zero-byte file is no document of any format (an interrupted copy, usually)
+            yield Bad(0, f"empty file (0 bytes), not a {split.format} document; remove it or copy it again")
+            return
+        yield from read_document(split, data, cfg, self.kind)
 
 
 def reader_process() -> DeadlineProcess:
@@ -31,9 +68,9 @@ def reader_process() -> DeadlineProcess:
     return _PROCESS
 
 
-def read_document(split: Split, data: bytes, cfg: InputConfig) -> list[Record | Skip | Bad]:
+def read_document(split: Split, data: bytes, cfg: Any, kind: str) -> list[Record | Skip | Bad]:
     """The file's item: a document, why it is none (Skip), or why it is quarantined (Bad)."""
-    options = (cfg.ocr, cfg.ocr_languages, cfg.max_unpacked_bytes)  # what the readers use, not the config
+    options = DocumentOptions(cfg.ocr, cfg.ocr_languages, cfg.max_unpacked_bytes)  # what the readers use, not the config
     process = reader_process()
     process.start()  # a child that cannot start is this machine's fault, not the file's: it fails the task
     try:
@@ -43,29 +80,21 @@ def read_document(split: Split, data: bytes, cfg: InputConfig) -> list[Record | 
                        f"read such files", TIMEOUT)]
     except ChildFailed as exc:
         if exc.died:
-            return [Bad(0, f"{exc}: the reader crashes on this {_KIND[split.format]} file or it needs more memory than "
+            return [Bad(0, f"{exc}: the reader crashes on this {kind} file or it needs more memory than "
                            f"the machine has; save it again, or read it where there is more memory", UNREADABLE)]
-        return [Bad(0, f"not a readable {_KIND[split.format]} file ({one_line(str(exc), 300)}): it is damaged, "
+        return [Bad(0, f"not a readable {kind} file ({one_line(str(exc), 300)}): it is damaged, "
                        f"cut short, another format or uses a feature the reader lacks; save it again or remove it",
                     UNREADABLE)]
 
 
 def _load():
-    # Imported here, once, before the child says it is ready: not in any file's time.
-    from ylink_data.io.readers.docx import read_docx
-    from ylink_data.io.readers.markdown import read_markdown
-    from ylink_data.io.readers.pdf import read_pdf
-    from ylink_data.io.readers.pptx import read_pptx
+    # Every document reader's parser, imported here, once, before the child says it is ready. Told by
+    # `isolated`, not by class: this module runs as __main__ in the child, a second DocumentReader.
+    parsers = {r.format: r.load() for r in readers() if r.isolated}
 
     def read(args: tuple, data: bytes) -> list[Record | Skip | Bad]:
-        split, (ocr, ocr_languages, max_unpacked_bytes) = args
-        if split.format == "pdf":
-            return list(read_pdf(split, data, ocr, ocr_languages, max_unpacked_bytes))
-        if split.format == "docx":
-            return list(read_docx(split, data, max_unpacked_bytes))
-        if split.format == "pptx":
-            return list(read_pptx(split, data, max_unpacked_bytes))
-        return list(read_markdown(split, data))
+        split, options = args
+        return list(parsers[split.format](split, data, options))
 
     return read
 
