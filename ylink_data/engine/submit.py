@@ -109,7 +109,7 @@ class Scheduler:
     def cpus(self) -> int:
         """The CPUs a batch of many tasks runs on: the worker processes, or the Ray cluster's CPUs
         (the partitions of a global phase are cut so that each has work)."""
-        return self.executor(self.where(MANY_TASKS)).cpus()
+        return self.executor(where_to_run(self.cfg, MANY_TASKS)).cpus()
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT,
