@@ -7,7 +7,6 @@ import ast
 import gzip
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
