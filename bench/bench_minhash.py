@@ -541,7 +541,7 @@ def child_ours(folder: Path, out: Path, threshold: float, bands: int, rows: int,
                store_mb: int, verify: bool = False) -> dict:
     import ylink_data
     from ylink_data.engine.config import RayConfig
-    from ylink_data.engine.ray_env import ensure_ray
+    from ylink_data.engine.executors.ray.connect import ensure_ray
 
     ray_cfg = {"num_cpus": 2, "object_store_memory": store_mb * 2**20}
     t0 = time.perf_counter()

@@ -146,19 +146,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _check_cluster(cfg) -> str:
     """Join the cluster of ray.address as a run would (its errors are the run's), and leave it."""
-    import ray
+    from ylink_data.engine.executors.ray import check_cluster
 
-    from ylink_data.engine.node_paths import node_local_warning
-    from ylink_data.engine.ray_env import cluster_summary, ensure_ray
-
-    ensure_ray(cfg.ray)
-    try:
-        warning = node_local_warning(cfg)
-        if warning:
-            print(f"ylink: {redact_text(warning)}", file=sys.stderr)
-        return f"; ray.address {cfg.ray.address}: {cluster_summary()}"
-    finally:
-        ray.shutdown()
+    warning, summary = check_cluster(cfg)
+    if warning:
+        print(f"ylink: {redact_text(warning)}", file=sys.stderr)
+    return f"; ray.address {cfg.ray.address}: {summary}"
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Local paths in a config that tasks on another node may not see: a run on a Ray cluster reads its
 inputs and writes its output from every worker node, and ops open their files (tokenizers, models,
 benchmark and prompt files) there too. Checked once, when the run joins the cluster (and by `ylink
-validate`): one warning naming every such path, or none when tasks run only on this node."""
+validate`): one warning naming every such path, or none when tasks run only on this node (the
+executor says how many other nodes run tasks: engine/executors)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ylink_data.engine.config import PipelineConfig
-from ylink_data.engine.ray_env import alive_nodes
 from ylink_data.core.paths import PACKAGE
 
 _SAME_ON_EVERY_NODE = (PACKAGE, Path(sys.prefix).resolve())  # the package, the environment
@@ -33,17 +33,15 @@ def local_paths(cfg: PipelineConfig) -> list[tuple[str, str]]:
     return found
 
 
-def node_local_warning(cfg: PipelineConfig) -> str | None:
-    """The warning for a run whose tasks may run on nodes other than this one (Ray connected);
-    nodes without CPUs (a head started with --num-cpus=0) run no task and do not count."""
-    import ray
-
-    here = ray.get_runtime_context().get_node_id()
-    others = [n for n in alive_nodes(with_cpus=True) if n.get("NodeID") != here]
-    paths = local_paths(cfg)
-    if not others or not paths:
+def node_local_warning(cfg: PipelineConfig, other_nodes: int) -> str | None:
+    """The warning for a run whose tasks may run on `other_nodes` nodes other than this one (its
+    executor's `other_nodes()`: those of a Ray cluster that have CPUs)."""
+    if not other_nodes:
         return None
-    nodes = f"{len(others)} other node{'s' if len(others) > 1 else ''} with CPUs"
+    paths = local_paths(cfg)
+    if not paths:
+        return None
+    nodes = f"{other_nodes} other node{'s' if other_nodes > 1 else ''} with CPUs"
     named = "; ".join(f"{key}: {path}" for key, path in paths)
     return (f"warning: this Ray cluster runs tasks on {nodes}, which must see these local paths at the same place "
             f"(a shared file system), or use s3://... or gs://... instead: {named}")

@@ -42,6 +42,7 @@ from ylink_data.engine.stage_warnings import stage_warnings
 from ylink_data.engine.publish import pack_shards, publish_shard
 from ylink_data.engine.sft import jsonl_formats, sft_section
 from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
+from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
 
@@ -78,7 +79,7 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
-        self.scheduler = Scheduler(cfg.ray, on_ray_start=self._warn_about_node_local_paths,
+        self.scheduler = Scheduler(cfg.ray, on_start=self._warn_about_node_local_paths,
                                    on_notice=self.progress.waiting,
                                    preload=_worker_modules(cfg.ops))
         # The last op that routes documents into output tiers decides the tier folders.
@@ -271,8 +272,8 @@ class Runner:
             "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "ylink_version": __version__})
 
-    def _warn_about_node_local_paths(self) -> None:
-        warning = node_local_warning(self.cfg)
+    def _warn_about_node_local_paths(self, executor: Executor) -> None:
+        warning = node_local_warning(self.cfg, executor.other_nodes())
         if warning:
             self.progress.note(warning)
 
@@ -281,7 +282,7 @@ class Runner:
     def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str],
                    sample_cut: tuple[int, str] | None = None) -> dict[int, dict]:
         markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
-        where = self.scheduler.where(len(plan.tasks) - len(markers))  # before ray.put of memory:// inputs
+        where = self.scheduler.where(len(plan.tasks) - len(markers))  # started before memory:// inputs are put
         specs = []
         for t, splits in enumerate(plan.tasks):
             if t in markers:
@@ -347,19 +348,15 @@ class Runner:
         return tuple(cut) if cut is not None else None
 
     def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
-        """memory:// lives in this process only: ship such inputs to worker processes (as bytes) and
-        to Ray's workers (through its object store)."""
+        """memory:// lives in this process only: ship such inputs to tasks elsewhere, as their
+        executor puts objects (bytes to worker processes, Ray's object store)."""
         inline = {}
+        executor = self.scheduler.executor(where)
         for split in splits:
-            if where != "here" and split.url.startswith("memory://"):
+            if not executor.in_this_process and split.url.startswith("memory://"):
                 import fsspec
 
-                data = fsspec.filesystem("memory").cat_file(split.url)
-                if where == "ray":
-                    import ray
-
-                    data = ray.put(data)
-                inline[split.url] = data
+                inline[split.url] = executor.put(fsspec.filesystem("memory").cat_file(split.url))
         return inline
 
     def _phase_label(self, phase: Phase) -> str:

@@ -1,38 +1,33 @@
 """Running many tasks from a driver, in one of three places with the same task functions (only the
-scheduler differs, as datatrove's local and Slurm executors share their steps):
+executor differs, as datatrove's local and Slurm executors share their steps; engine/executors/):
 
-- in this process, one after the other: a batch that one process would run anyway (one task, or
-  one CPU) under `ray.execution: auto`, and every batch under `local`;
-- in worker processes on this machine (pipeline/workers.py), one per CPU: a batch of several tasks
-  without a Ray cluster under `auto`, and every batch under `processes`. They start in a fraction of
-  a second, where an embedded Ray takes seconds to start and stop;
-- on Ray: a bounded number in flight, each task retried on worker loss (not on bugs), under `auto`
-  when `ray.address` names a cluster or this process already runs Ray (a notebook's `ray.init()`),
-  and every batch under `ray` (an embedded Ray when the address is null).
+- `here`, in this process, one after the other: a batch that one process would run anyway (one
+  task, or one CPU) under `ray.execution: auto`, and every batch under `local`;
+- `processes`, worker processes on this machine, one per CPU: a batch of several tasks without a Ray
+  cluster under `auto`, and every batch under `processes`;
+- `ray`: under `auto` when `ray.address` names a cluster or this process already runs Ray (a
+  notebook's `ray.init()`), and every batch under `ray` (an embedded Ray when the address is null).
 
-Either way every failure is one line, and the public fault injection YLINK_FAIL_AFTER_TASKS (the
-driver stops abruptly after N tasks) counts finished tasks; shared by the pipeline runner and
-`ylink export`. A task run in this process that crashes it (YLINK_TEST_CRASH_TASK, the OOM killer)
-takes the driver with it: the run stops as a killed `ylink run` does, and a rerun resumes."""
+`where_to_run` names the place, the scheduler runs the batch on the executor registered under that
+name. Either way every failure is one line, and the public fault injection YLINK_FAIL_AFTER_TASKS
+(the driver stops abruptly after N tasks) counts finished tasks; shared by the pipeline runner and
+`ylink export`."""
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
 import threading
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
+from ylink_data.core.errors import ConfigError, YlinkError
 from ylink_data.engine.config import RayConfig
-from ylink_data.core.errors import ClusterError, ConfigError, YlinkError
-from ylink_data.engine.cluster_watch import ClusterWatch
-from ylink_data.engine.ray_env import cluster_cpus, ensure_ray
-from ylink_data.engine.workers import WorkerPool
+from ylink_data.engine.executors.base import RESUME_HINT, Executor, executor_class, local_cpus  # noqa: F401 -- RESUME_HINT, local_cpus: names others use
 
 FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
 FAIL_EXIT_CODE = 75
-RESUME_HINT = "rerun the same command to resume"
 MANY_TASKS = 1 << 20  # a batch too big for one process: where a phase's tasks would run
-Where = Literal["here", "processes", "ray"]
+Where = str  # an executor's registered name: here, processes, ray (engine/executors)
 
 
 class TaskCounter:
@@ -70,56 +65,51 @@ def where_to_run(cfg: RayConfig, tasks: int) -> Where:
     return "here" if main and min(tasks, local_cpus(cfg)) <= 1 else "processes"
 
 
-def local_cpus(cfg: RayConfig) -> int:
-    """The worker processes of a run on this machine: `ray.num_cpus`, else the CPUs this process may
-    use (a `taskset` or a container's cpuset counts)."""
-    if cfg.num_cpus:
-        return cfg.num_cpus
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def _ray_running() -> bool:
-    ray = sys.modules.get("ray")  # deciding must not import Ray
-    return ray is not None and ray.is_initialized()
+    return executor_class("ray").in_use()
 
 
 class Scheduler:
-    """Runs a driver's batches of tasks where `where_to_run` says, starting what a batch needs on
-    first use (the worker processes, Ray) and keeping it for the driver's later batches; `close`
-    ends the worker processes (a Ray it started lives as long as the process, as before). Counts
-    finished tasks (`counter`: YLINK_FAIL_AFTER_TASKS)."""
+    """Runs a driver's batches of tasks where `where_to_run` says, on the executor registered under
+    that name, started on first use and kept for the driver's later batches; `close` ends what they
+    started (a Ray it joined lives as long as the process, as before). `on_start(executor)` once
+    each executor has started. Counts finished tasks (`counter`: YLINK_FAIL_AFTER_TASKS)."""
 
-    def __init__(self, cfg: RayConfig, on_ray_start: Callable[[], None] | None = None,
+    def __init__(self, cfg: RayConfig, on_start: Callable[[Executor], None] | None = None,
                  on_notice: Callable[[str | None], None] = lambda message: None, preload: Sequence[str] = ()):
         self.cfg = cfg
         self.preload = tuple(preload)  # modules the worker processes load on start (Op.preload)
         self.counter = TaskCounter()
-        self._on_ray_start = on_ray_start
+        self._on_start = on_start
         self._on_notice = on_notice
-        self._watch: ClusterWatch | None = None
-        self._pool: WorkerPool | None = None
+        self._executors: dict[str, Executor] = {}
+        self._started: set[str] = set()
 
     def where(self, tasks: int) -> Where:
-        """Where a batch of `tasks` runs; if on Ray, Ray is up (and watched) when this returns."""
+        """Where a batch of `tasks` runs; its executor is started (Ray joined) when this returns."""
         where = where_to_run(self.cfg, tasks)
-        if where == "ray" and self._watch is None:
-            # An embedded Ray gets the CPUs worker processes would (Ray itself ignores a `taskset`).
-            joined = ensure_ray(self.cfg if self.cfg.address else
-                                self.cfg.model_copy(update={"num_cpus": local_cpus(self.cfg)}))
-            self._watch = ClusterWatch(self.cfg.max_wait_for_cpus_s, self._on_notice, RESUME_HINT,
-                                       client_address=joined.hostport if joined and joined.client else None)
-            self._watch.start()
-            if self._on_ray_start is not None:
-                self._on_ray_start()
+        self.executor(where)
         return where
+
+    def executor(self, where: Where) -> Executor:
+        """The executor named `where`, started."""
+        executor = self._built(where)
+        if where not in self._started:
+            executor.start()
+            self._started.add(where)
+            if self._on_start is not None:
+                self._on_start(executor)
+        return executor
+
+    def _built(self, where: Where) -> Executor:
+        if where not in self._executors:
+            self._executors[where] = executor_class(where)(self.cfg, self.preload, self._on_notice)
+        return self._executors[where]
 
     def cpus(self) -> int:
         """The CPUs a batch of many tasks runs on: the worker processes, or the Ray cluster's CPUs
         (the partitions of a global phase are cut so that each has work)."""
-        return cluster_cpus() if self.where(MANY_TASKS) == "ray" else local_cpus(self.cfg)
+        return self.executor(where_to_run(self.cfg, MANY_TASKS)).cpus()
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT,
@@ -128,41 +118,29 @@ class Scheduler:
         finishes, in this thread. `lone_to_workers`: a batch of one task goes to the worker processes
         when they are already running (a global phase's: they have loaded what its op preloads)."""
         where = where or self.where(len(args_list))
-        if where == "here" and lone_to_workers and self._pool is not None and self.cfg.execution == "auto":
+        workers = self._executors.get("processes")
+        if where == "here" and lone_to_workers and workers is not None and workers.warm and self.cfg.execution == "auto":
             where = "processes"
-
-        def done(i: int, result: Any) -> None:
-            on_done(i, result)
-            self.counter.completed_one()
-
-        if where == "here":
-            _run_here(fn, args_list, done, describe, resume_hint)
-        elif where == "processes":
-            self._processes().run(fn, args_list, done, lambda i, exc: _one_line(describe(i), exc, resume_hint))
-        else:
-            _run_on_ray(fn, args_list, done, describe, resume_hint, self._watch)
+        results = self.executor(where).map(fn, args_list, lambda i, exc: _one_line(describe(i), exc, resume_hint))
+        with contextlib.closing(results):  # a failure in on_done stops the batch's other tasks too
+            for i, result in results:
+                on_done(i, result)
+                self.counter.completed_one()
 
     def warm_up(self) -> None:
         """Start now what batches of many tasks will run on, before the driver plans or writes
         anything: worker processes load the code meanwhile (about half a second each), and a
         cluster that cannot be joined is one line before the output folder is touched."""
         where = where_to_run(self.cfg, MANY_TASKS)
-        if where == "processes":
-            self._processes().start()
-        elif where == "ray" and self.cfg.address:
-            self.where(MANY_TASKS)
-
-    def _processes(self) -> WorkerPool:
-        if self._pool is None:
-            self._pool = WorkerPool(local_cpus(self.cfg), self.preload)
-        return self._pool
+        if self.cfg.address:
+            self.executor(where)
+        self._built(where).warm_up()
 
     def close(self) -> None:
-        if self._watch is not None:
-            self._watch.stop()  # this process may leave Ray now (ray.shutdown at exit): no alarm
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        executors, self._executors = self._executors, {}
+        self._started.clear()
+        for executor in executors.values():
+            executor.close()
 
     def __enter__(self) -> Scheduler:
         return self
@@ -171,73 +149,10 @@ class Scheduler:
         self.close()
 
 
-def _run_here(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-              describe: Callable[[int], str], resume_hint: str) -> None:
-    """In the main thread, where ops' SIGALRM time limits work, as in a worker."""
-    for i, args in enumerate(args_list):
-        try:
-            result = fn(*args)
-        except YlinkError:
-            raise
-        except Exception as exc:
-            raise _failed(describe(i), exc, resume_hint) from exc
-        on_done(i, result)
-
-
 def _one_line(what: str, exc: BaseException, resume_hint: str) -> BaseException:
     """What a driver raises for a task's failure: our own errors as they are (they are one line
     already), anything else as the one line of `_failed`."""
     return exc if isinstance(exc, YlinkError) else _failed(what, exc, resume_hint)
-
-
-_REMOTES: dict[Callable, Any] = {}  # each function becomes a Ray remote function once per process
-
-
-def _remote(fn: Callable):
-    import ray
-
-    if fn not in _REMOTES:
-        _REMOTES[fn] = ray.remote(num_cpus=1, max_retries=3)(fn)  # retried on worker loss, not on bugs
-    return _REMOTES[fn]
-
-
-def _run_on_ray(fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-                describe: Callable[[int], str], resume_hint: str, watch: ClusterWatch) -> None:
-    """A bounded number in flight (driver memory stays flat for 100k tasks); while they wait for a
-    CPU, `watch` tells so and gives up after ray.max_wait_for_cpus_s."""
-    import ray
-
-    remote = _remote(fn)
-    limit = 2 * cluster_cpus()
-    queue = list(enumerate(args_list))
-    queue.reverse()
-    in_flight: dict[Any, int] = {}
-    while queue or in_flight:
-        while queue and len(in_flight) < limit:
-            i, args = queue.pop()
-            in_flight[remote.remote(*args)] = i
-        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
-        if not ready:
-            try:
-                watch.check_cpus()
-            except ClusterError:
-                _settle(in_flight)
-                raise
-        for ref in ready:
-            i = in_flight.pop(ref)
-            try:
-                result = ray.get(ref)
-            except Exception as exc:
-                _settle(in_flight)
-                # Every failure Ray reports is one line: an error the task raised, and as well a
-                # worker that died under it (OOM killer, segfault) once its retries ran out, an
-                # object lost with its node...
-                if not isinstance(exc, ray.exceptions.RayError):
-                    raise
-                cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                error = _one_line(describe(i), cause, resume_hint)
-                raise error from (None if error is cause else exc)
-            on_done(i, result)
 
 
 def _failed(what: str, cause: BaseException, resume_hint: str) -> YlinkError:
@@ -246,16 +161,3 @@ def _failed(what: str, cause: BaseException, resume_hint: str) -> YlinkError:
     name = getattr(cause, "type_name", type(cause).__name__)  # workers.RemoteError stands for another type
     return YlinkError(f"{what} failed: {name}: {text.splitlines()[-1] if text else ''}"
                       f" (finished work is kept: {resume_hint})")
-
-
-def _settle(in_flight: dict) -> None:
-    """Stop the other tasks of a failed phase and collect their outcomes: Ray prints the error of
-    every task whose result is never fetched ("Unhandled error ..."), burying the one line that says
-    what went wrong under tracebacks of the same failure."""
-    import ray
-
-    for ref in in_flight:
-        ray.cancel(ref, force=True)  # the run stops here; what they finished is kept by its markers
-    for ref in in_flight:
-        with contextlib.suppress(Exception):  # cancelled, or failed too: the first error is the one reported
-            ray.get(ref)

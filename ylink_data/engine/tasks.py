@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ylink_data.engine.config import PipelineConfig
+from ylink_data.engine import executors
 from ylink_data.core.errors import InputError, YlinkError
 from ylink_data.core.storage import atomic_write, read_json, write_json
 from ylink_data.io.parquet import ParquetFileWriter, RollingParquetWriter
@@ -280,11 +281,7 @@ def sample_scan(spec: TaskSpec) -> dict[str, Any]:
 def _split_items(spec: TaskSpec, split: Split) -> Iterator[Record | Skip | Bad]:
     """The split's items. Bad records are items; an error that escapes the reader fails the task,
     naming the file it came from (a task reads many small files: its own name says too little)."""
-    inline = spec.inline.get(split.url)
-    if inline is not None and not isinstance(inline, bytes):
-        import ray
-
-        inline = ray.get(inline)
+    inline = executors.get(spec.inline.get(split.url))  # put by the driver's executor
     try:
         with open_split(split, spec.cfg.storage_options(split.url), inline) as f:
             yield from read_split(split, f, spec.cfg.input)

@@ -1,5 +1,5 @@
 """Worker processes on this machine: what a run's tasks run in when it has several tasks and no Ray
-cluster (`ray.execution: auto` or `processes`, pipeline/submit.py).
+cluster (`ray.execution: auto` or `processes`: engine/executors/processes.py).
 
 Each worker is this module run as `python -m ylink_data.engine.workers`, serving one task at a time
 over its pipes (io/pipes.py): a request is `(function, args)` pickled, a reply `("ok", result)` or
@@ -24,12 +24,13 @@ import signal
 import subprocess
 import traceback
 from collections import deque
+from contextlib import closing
 from multiprocessing.connection import wait  # poll(2): no limit of 1,024 file descriptors
-from typing import Any, BinaryIO, Callable, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 from ylink_data.core.pipes import receive, send, serve_stdio, start_child
 
-MAX_RETRIES = 3  # as the Ray tasks' max_retries (submit.py): retried on worker loss, never on bugs
+MAX_RETRIES = 3  # as the Ray tasks' max_retries (executors/ray): retried on worker loss, never on bugs
 _WORKER_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -116,9 +117,17 @@ class WorkerPool:
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             on_error: Callable[[int, BaseException], BaseException]) -> None:
-        """`fn(*args)` for each args, one task per worker at a time; `on_done(i, result)` as each
+        """`fn(*args)` for each args; `on_done(i, result)` as each finishes (see `results`)."""
+        with closing(self.results(fn, args_list, on_error)) as results:
+            for i, value in results:
+                on_done(i, value)
+
+    def results(self, fn: Callable, args_list: Sequence[tuple],
+                on_error: Callable[[int, BaseException], BaseException]) -> Iterator[tuple[int, Any]]:
+        """`fn(*args)` for each args, one task per worker at a time, yielding `(i, result)` as each
         finishes. The first task that raises stops the others (their workers are killed: what they
-        finished is kept by their markers) and `on_error(i, exception)` is raised."""
+        finished is kept by their markers) and `on_error(i, exception)` is raised. Closing the iterator
+        before its end kills the workers still running tasks."""
         queue = deque(enumerate(args_list))
         attempts = [0] * len(args_list)
         busy: dict[BinaryIO, _Worker] = {}
@@ -148,7 +157,7 @@ class WorkerPool:
                     self._idle.append(worker)
                     if status != "ok":
                         raise on_error(i, value)
-                    on_done(i, value)
+                    yield i, value
         except BaseException:
             for worker in busy.values():  # stopped mid-task: their state is unknown
                 worker.close(kill=True)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ylink_data.core.errors import ClusterError
 from ylink_data.core.redaction import redact_text
-from ylink_data.engine.ray_env import probe
+from ylink_data.engine.executors.ray.connect import probe
 
 LOST_EXIT_CODE = 75  # EX_TEMPFAIL, as YLINK_FAIL_AFTER_TASKS: try again later and it resumes
 PROBE_EVERY_S = 1.0
