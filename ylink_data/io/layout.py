@@ -28,6 +28,7 @@ from typing import Any
 import fsspec
 
 from ylink_data.core.storage import filesystem, join
+from ylink_data.io.manifest import Manifest, ManifestError
 
 # What a run writes, in the order --fresh removes it (after `withdraw_manifests`): the proofs of
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
@@ -128,26 +129,12 @@ class RunLayout:
         return sorted(n for n in names if n not in OWN_ENTRIES and n not in KEPT_ENTRIES and n != LOCK)
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
-        """The files `manifest` lists (shards, and Megatron .bin/.idx pairs) that are not in the
-        folder with their size: one listing per folder (data/, megatron/, tiers/<tier>/data/...)."""
-        shards = manifest.get("shards")
-        if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
-            return ["(the manifest's shard list is unreadable)"]
-        files = list(shards)
-        for kind in ("sft", "preference", "prompts"):  # manifest.JSONL_SECTIONS
-            section = manifest.get(kind)
-            if section is None:
-                continue
-            listed = section.get("files") if isinstance(section, dict) else None
-            if not isinstance(listed, list) or not all(isinstance(f, dict) for f in listed):
-                return [f"(the manifest's {kind} file list is unreadable)"]
-            files += listed
-        megatron = manifest.get("megatron")
-        if megatron is not None:
-            pairs = megatron.get("files") if isinstance(megatron, dict) else None
-            if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
-                return ["(the manifest's megatron file list is unreadable)"]
-            files += [p.get(kind) if isinstance(p.get(kind), dict) else {} for p in pairs for kind in ("bin", "idx")]
+        """The files `manifest` lists (shards, and every sink's: Megatron pairs, JSONL files) that are
+        not in the folder with their size: one listing per folder (data/, megatron/, tiers/<tier>/data/...)."""
+        try:
+            files = Manifest.from_dict(manifest).listed_files()
+        except ManifestError as exc:
+            return [f"({exc})"]
         listed: dict[str, dict[str, int | None]] = {}
         missing = []
         for shard in files:
