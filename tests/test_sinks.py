@@ -3,8 +3,8 @@ manifest.json is one typed model that reads back what earlier ylinks wrote, byte
 
 - A toy sink registered here (a TSV of each shard's ids and text lengths) runs in a real pipeline on
   the bundled crawl's WET files: the runner and publish find it through the registry alone, its files
-  are written and listed in its own manifest section, the checked reader serves them, and the check
-  for missing files (resume, "already complete") covers them.
+  are written and listed in its own manifest section, the checked reader serves them, its folder is
+  the run's own, and the check for missing files (resume, "already complete") covers them.
 - manifest.json files written by the code before the sinks (tests/data/manifests_v1: real runs of
   the quickstart, of output.megatron with tiers and of sft_format + prompts_format with tiers) read
   into the model and write back to the same bytes, and the checked reader lists their files.
@@ -109,10 +109,17 @@ def test_a_registered_sink_writes_its_files_and_its_manifest_section(lengths_sin
     assert checked.model.sections["lengths"] == section
     assert checked.model.to_dict() == manifest
 
+    # Its folder is the run's own (not a foreign entry that would refuse the rerun), and the rerun of
+    # a complete run checks its files too: one gone, the run is no longer complete and is made again.
     layout = RunLayout.for_url(str(out), {})
-    assert layout.missing_shards(manifest) == []
-    (out / section["files"][0]["path"]).unlink()  # a listed file gone: the run is no longer complete
+    assert layout.foreign_entries() == [] and layout.missing_shards(manifest) == []
+    assert ylink_data.run(cfg, progress=False).stats == result.stats  # already complete
+    first = out / section["files"][0]["path"]
+    written = first.read_bytes()
+    first.unlink()
     assert layout.missing_shards(manifest) == [section["files"][0]["path"]]
+    ylink_data.run(cfg, progress=False)
+    assert first.read_bytes() == written
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in OLD_MANIFESTS.glob("*.json")))

@@ -29,13 +29,15 @@ import fsspec
 
 from ylink_data.core.storage import filesystem, join
 from ylink_data.io.manifest import Manifest, ManifestError
+from ylink_data.io.sinks import SINKS
 
 # What a run writes, in the order --fresh removes it (after `withdraw_manifests`): the proofs of
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
 # half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
-# config finds out what the folder holds.
-OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "README.md", "report.html", "_work", "data", "megatron", "sft", "preference",
-               "prompts", "quarantine", "rejected", "run.json")
+# config finds out what the folder holds. Between them the sinks' folders (data/, megatron/, sft/...:
+# `own_entries`, from the sink registry, so that a new output format is a run's own by itself).
+_FIRST_ENTRIES = ("manifest.json", "tiers", "stats.json", "README.md", "report.html", "_work")
+_LAST_ENTRIES = ("quarantine", "rejected", "run.json")
 # Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
 # asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.
 KEPT_ENTRIES = ("llm-cache",)
@@ -126,7 +128,8 @@ class RunLayout:
         if not self.fs.exists(self.root):
             return []
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
-        return sorted(n for n in names if n not in OWN_ENTRIES and n not in KEPT_ENTRIES and n != LOCK)
+        own = own_entries()
+        return sorted(n for n in names if n not in own and n not in KEPT_ENTRIES and n != LOCK)
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
         """The files `manifest` lists (shards, and every sink's: Megatron pairs, JSONL files) that are
@@ -168,13 +171,18 @@ class RunLayout:
 
     def remove_run(self) -> None:
         """Remove what a run wrote (never foreign entries, never the lock): every manifest first, then
-        OWN_ENTRIES in order."""
+        `own_entries()` in order."""
         self.withdraw_manifests()
-        for name in OWN_ENTRIES:
+        for name in own_entries():
             if name == "_work":
                 self.remove_work()
             elif self.fs.exists(self.path(name)):
                 self.fs.rm(self.path(name), recursive=True)
+
+
+def own_entries() -> tuple[str, ...]:
+    """Every entry a run writes in its folder, in the order --fresh removes them."""
+    return (*_FIRST_ENTRIES, *(sink.folder for sink in SINKS.values()), *_LAST_ENTRIES)
 
 
 def file_sizes(fs: fsspec.AbstractFileSystem, folder: str) -> dict[str, int | None]:

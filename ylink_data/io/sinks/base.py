@@ -73,10 +73,16 @@ class Listed:
 
 
 class Sink(ABC):
-    name: ClassVar[str] = ""          # its manifest section and its folder in the run
+    name: ClassVar[str] = ""          # its manifest section (and its folder in the run, unless `folder`)
+    folder: ClassVar[str] = ""        # its folder in each run (and tier) folder: its name unless set
     key: ClassVar[str | None] = None  # the `output:` key that asks for it (None: every run)
     label: ClassVar[str] = ""         # what the publish progress line calls its files
     named_in_label: ClassVar[bool] = False  # label shared by kinds: "sft, prompts JSONL"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "folder" not in cls.__dict__:
+            cls.folder = cls.name
 
     @classmethod
     @abstractmethod

@@ -42,7 +42,7 @@ class JsonlSink(Sink):
         """Write `root/path` in its format; returns its entry {"path", "rows", "bytes", "sha256"}."""
 
     def write(self, shard: ShardOutput) -> dict[str, Any]:
-        return self.write_file(shard.fs, shard.root, shard.path(self.name, ".jsonl"), shard.tables)
+        return self.write_file(shard.fs, shard.root, shard.path(self.folder, ".jsonl"), shard.tables)
 
     def section(self, entries: list[dict[str, Any]], folder: str = "") -> dict[str, Any]:
         if folder:

@@ -19,6 +19,7 @@ from ylink_data.core.storage import atomic_write, is_local, join
 from ylink_data.io.run_files import (ManifestError, RunFile, check_file, check_listed_once, clean_path, count,
                                      json_type, listed_entries)
 from ylink_data.io.sinks.base import Listed, ShardOutput, Sink, register, relative_to
+from ylink_data.io.sinks.parquet import ParquetShards
 
 if TYPE_CHECKING:  # pyarrow, numpy and tokenizers are loaded by the driver and tasks that write, not by readers
     import pyarrow as pa
@@ -90,9 +91,9 @@ class MegatronSink(Sink):
 
         from ylink_data.io.megatron.write import write_pair
 
-        columns = [_token_ids(t, join(shard.root, shard.path("data", ".parquet"))) for t in shard.tables]
+        columns = [_token_ids(t, join(shard.root, shard.path(ParquetShards.folder, ".parquet"))) for t in shard.tables]
         ids = pa.chunked_array([c for column in columns for c in column.chunks], columns[0].type)
-        return write_pair(shard.fs, shard.root, shard.path(self.name, ""), ids, self.dtype)
+        return write_pair(shard.fs, shard.root, shard.path(self.folder, ""), ids, self.dtype)
 
     def section(self, entries: list[dict[str, Any]], folder: str = "") -> dict[str, Any]:
         pairs = entries if not folder else [_relative(p, folder) for p in entries
@@ -107,7 +108,7 @@ class MegatronSink(Sink):
         folder, for training jobs that read it through a mount."""
         from ylink_data.io.megatron.write import data_path_args
 
-        with atomic_write(fs, join(root, self.name, DATA_PATH)) as f:
+        with atomic_write(fs, join(root, self.folder, DATA_PATH)) as f:
             f.write(data_path_args(section["files"], root if is_local(fs) else "").encode())
 
     @classmethod

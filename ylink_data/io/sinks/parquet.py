@@ -39,6 +39,7 @@ class ListedShards(Listed):
 @dataclass(frozen=True)
 class ParquetShards(Sink):
     name = "shards"
+    folder = "data"
     label = "shards"
     compression: str = "zstd"
 
@@ -52,7 +53,7 @@ class ParquetShards(Sink):
 
         from ylink_data.io.parquet import ParquetFileWriter
 
-        path = shard.path("data", ".parquet")
+        path = shard.path(self.folder, ".parquet")
         target = join(shard.root, path)
         parts = shard.parts
         if len(parts) == 1 and not shard.dropped:  # else rewritten without the dropped columns
