@@ -114,6 +114,14 @@ class PipelineConfig(Strict):
         # An unset `${VAR}` leaves "": drop it so the backend uses its own default (e.g. AWS itself).
         return {k: v for k, v in options.items() if v not in ("", None)}
 
+    def document_tokens_params(self) -> dict[str, Any] | None:
+        """The parameters of the last op whose token ids are a document's own (`Op.writes_document_tokens`:
+        `tokenize`), which output.megatron writes; None without one. Sinks ask the config, not the ops."""
+        from ylink_data.ops import op_class  # late import, as validate_config's
+
+        found = [params for name, params in self.ops if op_class(name).writes_document_tokens]
+        return found[-1] if found else None
+
     def redact(self, value: Any) -> Any:
         """`value` (a dump of this config, a message, a URL) with every credential masked, the
         values read from the environment included: fit for run.json, reports, logs and the console."""

@@ -17,7 +17,7 @@ import heapq
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ylink_data.core.version import __version__
@@ -33,20 +33,18 @@ from ylink_data.engine.column_check import column_problems
 from ylink_data.engine.files_read import files_read
 from ylink_data.engine.global_phase import GlobalContext
 from ylink_data.io.layout import RunLayout
+from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, Manifest, write_manifest
+from ylink_data.io.sinks import Sink, plan_sinks, publish_label
 from ylink_data.engine.lock import FolderLock, hold_run_folder
-from ylink_data.engine.megatron import MegatronPlan, plan_megatron, sections, write_data_paths
 from ylink_data.engine.node_paths import node_local_warning
 from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.stage_warnings import stage_warnings
 from ylink_data.engine.publish import pack_shards, publish_shard
-from ylink_data.engine.sft import jsonl_formats, sft_section
 from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
-
-FORMAT_VERSION = 1
 
 
 class RunResult(NamedTuple):
@@ -70,7 +68,7 @@ class _Plan:
     phases: list[Phase]
     fingerprint: str
     fingerprinted: dict[str, Any]
-    megatron: MegatronPlan | None = None
+    sinks: list[Sink]  # the output formats: Parquet shards, and what `output:` asks for
 
 
 class Runner:
@@ -110,11 +108,11 @@ class Runner:
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
                 if phase.outgoing:
                     decisions = self._resolve(phase, markers[phase.index])
-            shards = self._publish(markers[plan.phases[-1].index], plan.megatron)
-        # A shard's marker holds its Megatron pair: the manifest lists the pairs apart.
-        pairs = [s.pop("megatron") for s in shards if "megatron" in s]
-        jsonl = jsonl_formats(self.cfg.output)  # likewise its JSONL files of each kind
-        jsonl_files = {kind: [s.pop(kind) for s in shards if kind in s] for kind in jsonl}
+            shards = self._publish(markers[plan.phases[-1].index], plan.sinks)
+        # A shard's marker holds each sink's entry (its Megatron pair, JSONL files): the manifest
+        # lists them apart, in each sink's section.
+        entries = {sink.name: [s.pop(sink.name) for s in shards if sink.name in s] for sink in plan.sinks}
+        entries[SHARDS] = shards
         total = TaskStats()
         for phase_markers in markers.values():
             for marker in phase_markers.values():
@@ -128,43 +126,40 @@ class Runner:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
         write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
-        manifest = {"version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
-                    "rows": stats["output_records"], "shards": shards,
-                    "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "ylink_version": __version__}
-        tier_sections: dict[str, dict] = {}
-        if plan.megatron is not None:
-            manifest["megatron"], tier_sections = sections(plan.megatron, pairs, self.tiers[1] if self.tiers else [])
-            write_data_paths(self.layout, manifest["megatron"], tier_sections)
-        for kind, fmt in jsonl.items():
-            manifest[kind] = sft_section(fmt, jsonl_files[kind])
+        manifest = Manifest(name=self.cfg.name, fingerprint=plan.fingerprint, rows=stats["output_records"],
+                            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                            ylink_version=__version__)
+        tiers = self.tiers[1] if self.tiers else []
+        tier_sections: dict[str, dict[str, Any]] = {tier: {} for tier in tiers}
+        for sink in plan.sinks:  # each lists its files, of the run and of each tier folder
+            manifest.sections[sink.name] = sink.section(entries[sink.name])
+            sink.finish(self.layout.fs, self.layout.root, manifest.sections[sink.name])
+            for tier in tiers:
+                folder = "/".join(self.layout.tier_dir(tier))
+                tier_sections[tier][sink.name] = sink.section(entries[sink.name], folder)
+                sink.finish(self.layout.fs, self.layout.path(folder), tier_sections[tier][sink.name])
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
-            manifest["tiers"] = self._write_tier_manifests(manifest, tier_sections, stats)
-        write_json(self.layout.fs, self.layout.manifest, manifest)
+            manifest.tiers = self._write_tier_manifests(manifest, tier_sections, stats)
+        write_manifest(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
         self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 
-    def _write_tier_manifests(self, manifest: dict, megatron: dict[str, dict], stats: dict) -> dict[str, dict]:
+    def _write_tier_manifests(self, manifest: Manifest, sections: dict[str, dict[str, Any]],
+                              stats: dict) -> dict[str, dict]:
         """Each tier folder is a run of its own for readers (open_run, ShardLoader, `datasets`): a
-        dataset card and a manifest of its shards (and Megatron pairs), paths relative to the tier
-        folder. The run's manifest lists every shard and pair."""
+        dataset card and a manifest of its shards (and each sink's files), paths relative to the tier
+        folder. The run's manifest lists every shard and file."""
         out = {}
         for tier in self.tiers[1]:
             prefix = "/".join(self.layout.tier_dir(tier))
-            shards = [{k: v for k, v in s.items() if k != "tier"} | {"path": s["path"][len(prefix) + 1:]}
-                      for s in manifest["shards"] if s.get("tier") == tier]
-            rows = sum(s["rows"] for s in shards)
-            own = {**manifest, "name": f"{manifest['name']}/{tier}", "tier": tier, "rows": rows, "shards": shards}
-            if tier in megatron:
-                own["megatron"] = megatron[tier]
-            for kind in jsonl_formats(self.cfg.output):
-                own[kind] = sft_section(manifest[kind]["format"], manifest[kind]["files"], prefix)
+            rows = sum(s["rows"] for s in sections[tier][SHARDS])
+            own = replace(manifest, name=f"{manifest.name}/{tier}", tier=tier, rows=rows, sections=sections[tier])
             tier_layout = RunLayout(self.layout.path(prefix), self.layout.fs, f"{self.layout.url}/{prefix}")
-            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, shards)
-            write_json(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
+            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, own.shards)
+            write_manifest(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
 
@@ -205,7 +200,7 @@ class Runner:
         if read:
             fingerprinted["files read"] = read
         digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
-        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_megatron(self.cfg))
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_sinks(self.cfg))
 
     # ------------------------------------------------------------------ output folder state
 
@@ -400,7 +395,7 @@ class Runner:
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
-    def _publish(self, markers: dict[int, dict], megatron: MegatronPlan | None) -> list[dict]:
+    def _publish(self, markers: dict[int, dict], sinks: list[Sink]) -> list[dict]:
         parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
         tiers = self.tiers[1] if self.tiers else [None]
         jobs = []  # (tier, number within the tier, parts), in tier order, then task order
@@ -408,12 +403,8 @@ class Runner:
             groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
             jobs += [(tier, k, group) for k, group in enumerate(groups)]
         existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        jsonl = jsonl_formats(self.cfg.output)
-        todo = [(self.layout, i, group, self.cfg.output.compression, tier, k, megatron, jsonl)
-                for i, (tier, k, group) in enumerate(jobs) if i not in existing]
-        label = "publish shards" + (" and Megatron files" if megatron else "") + (
-            f" and {', '.join(jsonl)} JSONL" if jsonl else "")
-        handle = self.progress.phase(label, len(jobs), len(jobs) - len(todo))
+        todo = [(self.layout, i, group, sinks, tier, k) for i, (tier, k, group) in enumerate(jobs) if i not in existing]
+        handle = self.progress.phase(publish_label(sinks), len(jobs), len(jobs) - len(todo))
 
         def on_done(i: int, entry: dict) -> None:
             existing[todo[i][1]] = entry

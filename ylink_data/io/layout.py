@@ -28,13 +28,16 @@ from typing import Any
 import fsspec
 
 from ylink_data.core.storage import filesystem, join
+from ylink_data.io.manifest import Manifest, ManifestError
+from ylink_data.io.sinks import SINKS
 
 # What a run writes, in the order --fresh removes it (after `withdraw_manifests`): the proofs of
 # completion first, run.json (which config the folder holds) last, so that a removal stopped
 # half-way (kill -9) never leaves a manifest that lists deleted shards, and a rerun of either
-# config finds out what the folder holds.
-OWN_ENTRIES = ("manifest.json", "tiers", "stats.json", "README.md", "report.html", "_work", "data", "megatron", "sft", "preference",
-               "prompts", "quarantine", "rejected", "run.json")
+# config finds out what the folder holds. Between them the sinks' folders (data/, megatron/, sft/...:
+# `own_entries`, from the sink registry, so that a new output format is a run's own by itself).
+_FIRST_ENTRIES = ("manifest.json", "tiers", "stats.json", "README.md", "report.html", "_work")
+_LAST_ENTRIES = ("quarantine", "rejected", "run.json")
 # Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
 # asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.
 KEPT_ENTRIES = ("llm-cache",)
@@ -125,29 +128,16 @@ class RunLayout:
         if not self.fs.exists(self.root):
             return []
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
-        return sorted(n for n in names if n not in OWN_ENTRIES and n not in KEPT_ENTRIES and n != LOCK)
+        own = own_entries()
+        return sorted(n for n in names if n not in own and n not in KEPT_ENTRIES and n != LOCK)
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
-        """The files `manifest` lists (shards, and Megatron .bin/.idx pairs) that are not in the
-        folder with their size: one listing per folder (data/, megatron/, tiers/<tier>/data/...)."""
-        shards = manifest.get("shards")
-        if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
-            return ["(the manifest's shard list is unreadable)"]
-        files = list(shards)
-        for kind in ("sft", "preference", "prompts"):  # manifest.JSONL_SECTIONS
-            section = manifest.get(kind)
-            if section is None:
-                continue
-            listed = section.get("files") if isinstance(section, dict) else None
-            if not isinstance(listed, list) or not all(isinstance(f, dict) for f in listed):
-                return [f"(the manifest's {kind} file list is unreadable)"]
-            files += listed
-        megatron = manifest.get("megatron")
-        if megatron is not None:
-            pairs = megatron.get("files") if isinstance(megatron, dict) else None
-            if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
-                return ["(the manifest's megatron file list is unreadable)"]
-            files += [p.get(kind) if isinstance(p.get(kind), dict) else {} for p in pairs for kind in ("bin", "idx")]
+        """The files `manifest` lists (shards, and every sink's: Megatron pairs, JSONL files) that are
+        not in the folder with their size: one listing per folder (data/, megatron/, tiers/<tier>/data/...)."""
+        try:
+            files = Manifest.from_dict(manifest).listed_files()
+        except ManifestError as exc:
+            return [f"({exc})"]
         listed: dict[str, dict[str, int | None]] = {}
         missing = []
         for shard in files:
@@ -181,13 +171,18 @@ class RunLayout:
 
     def remove_run(self) -> None:
         """Remove what a run wrote (never foreign entries, never the lock): every manifest first, then
-        OWN_ENTRIES in order."""
+        `own_entries()` in order."""
         self.withdraw_manifests()
-        for name in OWN_ENTRIES:
+        for name in own_entries():
             if name == "_work":
                 self.remove_work()
             elif self.fs.exists(self.path(name)):
                 self.fs.rm(self.path(name), recursive=True)
+
+
+def own_entries() -> tuple[str, ...]:
+    """Every entry a run writes in its folder, in the order --fresh removes them."""
+    return (*_FIRST_ENTRIES, *(sink.folder for sink in SINKS.values()), *_LAST_ENTRIES)
 
 
 def file_sizes(fs: fsspec.AbstractFileSystem, folder: str) -> dict[str, int | None]:

@@ -20,15 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ylink_data.core.errors import InputError, RunStateError
-from ylink_data.core.storage import atomic_write, filesystem, full_url, is_local, join, read_json, write_json
-from ylink_data.io.manifest import ShardRef, read_manifest
+from ylink_data.core.storage import filesystem, full_url, join, read_json, write_json
+from ylink_data.io.manifest import Manifest, ManifestError, ShardRef, read_manifest, write_manifest
+from ylink_data.io.sinks.megatron import MegatronSink
 from ylink_data.io.layout import file_sizes
 from ylink_data.core.redaction import redact_url
 from ylink_data.text.tokens.encode import TOKEN_IDS, encode_texts
 from ylink_data.text.tokens.load import load_tokenizer
-from ylink_data.io.megatron.write import data_path_args, megatron_dtype, megatron_section, write_pair
-
-DATA_PATH = "data-path.txt"
+from ylink_data.io.megatron.write import megatron_dtype, write_pair
 
 
 @dataclass(frozen=True)
@@ -109,17 +108,16 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
     _run_jobs(jobs, todo, entries, ray_address, progress, shown)
 
     files = [entries[i] for i in range(len(jobs))]
-    section = megatron_section(files, dtype, described)
-    with atomic_write(out_fs, join(out_root, "megatron", DATA_PATH)) as f:
-        f.write(data_path_args(files, out_root if is_local(out_fs) else "").encode())
-    written = {"version": 1, "name": f"megatron export of {shown}", "shards": [], "megatron": section,
-               "export": source}
-    write_json(out_fs, join(out_root, "manifest.json"), written)
+    sink = MegatronSink(dtype, described)  # the section and data-path.txt a run's output.megatron writes
+    section = sink.section(files)
+    sink.finish(out_fs, out_root, section)
+    written = Manifest(name=f"megatron export of {shown}", sections={"shards": [], "megatron": section}, export=source)
+    write_manifest(out_fs, join(out_root, "manifest.json"), written)
     if out_fs.exists(join(out_root, "_work")):
         out_fs.rm(join(out_root, "_work"), recursive=True)
     say(f"done: {section['documents']:,} documents, {section['tokens']:,} tokens in {len(files)} pairs "
         f"-> {shown_out}/megatron")
-    return written
+    return written.to_dict()
 
 
 def _options(url: str, options: dict | None) -> dict | None:
@@ -148,10 +146,14 @@ def _finished_export(fs, root: str, shown: str, source: dict) -> dict | None:
         if fs.exists(join(root, "manifest.json")):
             raise RunStateError(f"{shown}/manifest.json is not JSON: choose another --output")
         return None
-    if "export" not in existing:
+    try:
+        export = Manifest.from_dict(existing).export
+    except ManifestError:
+        export = None
+    if export is None:
         raise RunStateError(f"{shown} holds a ylink run (manifest.json); export into another folder with --output")
-    if existing["export"] != source:
-        raise RunStateError(f"{shown} holds another export (of {existing['export'].get('run')}, or with another "
+    if export != source:
+        raise RunStateError(f"{shown} holds another export (of {export.get('run')}, or with another "
                             "tokenizer or dtype); choose another --output or remove that folder")
     present = file_sizes(fs, join(root, "megatron"))
     if all(_is_there(e, present) for e in existing.get("megatron", {}).get("files", [])):

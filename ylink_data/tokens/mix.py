@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from ylink_data.core.errors import RunStateError
 from ylink_data.core.storage import atomic_write, filesystem, full_url, is_local, join, write_json
-from ylink_data.io.manifest import ManifestError, RunManifest, read_manifest
+from ylink_data.io.manifest import Manifest, ManifestError, RunManifest, read_manifest, write_manifest
 from ylink_data.core.redaction import redact_url
 from ylink_data.io.megatron.indexed import Index
 from ylink_data.io.megatron.write import data_path_args, megatron_section, write_pair
@@ -225,8 +225,8 @@ def write_mixture(plan: Plan, advance: Callable[[int], None] | None = None) -> s
         out.write(blend.encode())
     write_json(fs, join(root, MIXTURE_FILE), mixture_manifest(plan))
     if cfg.output.materialize:  # last: a manifest says the run is whole
-        write_json(fs, join(root, "manifest.json"), {
-            "version": 1, "shards": [], "megatron": megatron_section(files, plan.dtype, plan.tokenizer)})
+        sections = {"shards": [], "megatron": megatron_section(files, plan.dtype, plan.tokenizer)}
+        write_manifest(fs, join(root, "manifest.json"), Manifest(sections=sections))
     return cfg.redact(redact_url(full_url(fs, root)))
 
 
