@@ -134,8 +134,9 @@ def test_one_tokenizer_thread_per_ray_task(ray_session, tokenizer_path, chinese)
     def encode_in_task(path: str, texts: list[str]) -> tuple[str | None, int, int, list[list[int]]]:
         import os
 
-        op = Tokenize(path)
-        op.setup()
+        from ylink_data.engine.tasks import cached_op  # as a pipeline's task builds it
+
+        op = cached_op("tokenize", {"tokenizer": path})
         before = len(os.listdir("/proc/self/task"))
         ids = [op.process(pa.table({"text": texts})).table.column("token_ids").to_pylist() for _ in range(3)][0]
         return os.environ.get("TOKENIZERS_PARALLELISM"), before, len(os.listdir("/proc/self/task")), ids

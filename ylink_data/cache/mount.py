@@ -44,7 +44,8 @@ from pathlib import Path, PurePosixPath
 
 from ylink_data.core.errors import YlinkError
 from ylink_data.core.storage import join
-from ylink_data.io.manifest import ManifestError, MegatronPair, ShardRef, clean_path, inside_run, read_manifest
+from ylink_data.io.manifest import ManifestError, MegatronPair, ShardRef, read_manifest
+from ylink_data.io.run_files import clean_path, inside_run
 from ylink_data.io.megatron.write import data_path_args
 from ylink_data.cache.prefetch import Prefetcher
 from ylink_data.cache.store import ShardCache

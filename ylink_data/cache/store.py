@@ -30,7 +30,8 @@ from typing import Callable, Iterator
 
 from ylink_data.core.storage import NO_ROOM, filesystem
 from ylink_data.io.locks import flock as _flock, is_free as _is_free, unlock as _unlock
-from ylink_data.io.manifest import ShardRef, is_sha256
+from ylink_data.io.manifest import ShardRef
+from ylink_data.io.run_files import is_sha256
 from ylink_data.cache.download import DownloadError, DownloadPolicy, allocate, check_digest, download, file_stamp, no_room, sha256_file
 
 log = logging.getLogger(__name__)

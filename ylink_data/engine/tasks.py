@@ -28,7 +28,8 @@ from ylink_data.io.readers.base import describe_error
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ylink_data.ops import GlobalOp, MapOp, build_op, op_class
-from ylink_data.ops.context import DEFAULT_CONTEXT, OpContext
+from ylink_data.ops.context import OpContext, no_storage_options
+from ylink_data.engine.executors.ray import assigned_cpus
 from ylink_data.ops.workspace import read_decisions
 from ylink_data.io.layout import RunLayout
 from ylink_data.engine.plan import Phase, StageRef
@@ -66,7 +67,8 @@ def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = No
     key = json.dumps([name, params], sort_keys=True, default=str)
     if key not in _OPS:
         op = build_op(name, params)
-        op.setup(OpContext(storage_options=cfg.storage_options) if cfg is not None else DEFAULT_CONTEXT)
+        op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
+                           task_cpus=assigned_cpus()))
         _OPS[key] = op
     return _OPS[key]
 

@@ -25,8 +25,7 @@ from typing import Any
 import fsspec
 
 from ylink_data.core.storage import filesystem, full_url, is_local, join, write_json
-from ylink_data.io.run_files import (ManifestError, RunFile, ShardRef, clean_path, inside_run,  # noqa: F401 -- readers import them from here
-                                     is_sha256, json_type)
+from ylink_data.io.run_files import ManifestError, RunFile, ShardRef, json_type  # noqa: F401 -- readers of a manifest import these from here
 from ylink_data.io.sinks import SINKS
 from ylink_data.io.sinks.base import Listed
 from ylink_data.io.sinks.megatron import ListedPairs, MegatronPair  # noqa: F401 -- as above

@@ -15,9 +15,12 @@ def no_storage_options(url: str) -> dict[str, Any]:
 class OpContext:
     """`storage_options(url)`: fsspec options for a URL the op reads (a model, a tokenizer, a
     benchmark, a word list), from the pipeline's `storage:` block; credentials stay here, never in
-    the op's parameters (which are written to run.json)."""
+    the op's parameters (which are written to run.json). `task_cpus`: the CPUs the task running the op
+    holds (a Ray task's `num_cpus`), for libraries with thread pools of their own; None where the
+    engine does not know (the driver, a worker process, a script): they keep their defaults."""
 
     storage_options: Callable[[str], dict[str, Any]] = no_storage_options
+    task_cpus: int | None = None
 
 
 DEFAULT_CONTEXT = OpContext()

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import os
-import sys
 
 import pyarrow as pa
 
@@ -59,7 +58,7 @@ class Tokenize(MapOp):
         self._tok: LoadedTokenizer | None = None
 
     def setup(self, ctx: OpContext = DEFAULT_CONTEXT) -> None:
-        use_task_cpus()
+        use_task_cpus(ctx.task_cpus)
         try:
             self._tok = load_tokenizer(self.tokenizer, ctx.storage_options(self.tokenizer), self.eod_token)
         except InputError as exc:  # the key to fix, then what is wrong with the file
@@ -84,20 +83,14 @@ class Tokenize(MapOp):
         return BatchResult(table.append_column(TOKEN_IDS, token_ids).append_column(NUM_TOKENS, num_tokens))
 
 
-def use_task_cpus() -> int | None:
-    """In a Ray worker, let the tokenizers library use the CPUs the task holds and no more; returns
-    that number (None outside a worker: a driver or a script keeps the library's default)."""
-    ray = sys.modules.get("ray")  # a task run in the driver (ray.execution) must not import Ray
-    if ray is None or not ray.is_initialized():
-        return None
-    ctx = ray.get_runtime_context()
-    if ctx.worker.mode != ray._private.worker.WORKER_MODE:  # no public name for it
-        return None
-    cpus = max(1, int(ctx.get_assigned_resources().get("CPU", 1)))
-    if cpus == 1:
+def use_task_cpus(cpus: int | None) -> None:
+    """Let the tokenizers library use the `cpus` the task holds and no more (`OpContext.task_cpus`;
+    None: the library keeps its default)."""
+    if cpus is None:
+        return
+    if cpus <= 1:
         # Read by the library at every batch call: the batch is encoded on the calling thread.
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
     else:
         # Read when the rayon pool starts, at the first parallel call of the process.
         os.environ.setdefault("RAYON_NUM_THREADS", str(cpus))
-    return cpus

@@ -145,3 +145,15 @@ def check_cluster(cfg: PipelineConfig) -> tuple[str | None, str]:
     finally:
         ray.shutdown()
 
+
+
+def assigned_cpus() -> int | None:
+    """The CPUs the Ray task running in this process holds (`OpContext.task_cpus`); None outside a
+    Ray worker (a driver, a worker process, a script)."""
+    ray = sys.modules.get("ray")  # a task run in the driver or a worker process must not import Ray
+    if ray is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    if ctx.worker.mode != ray._private.worker.WORKER_MODE:  # no public name for it
+        return None
+    return max(1, int(ctx.get_assigned_resources().get("CPU", 1)))
