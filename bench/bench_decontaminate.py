@@ -494,7 +494,7 @@ def scale_main(args: argparse.Namespace) -> None:
 def ab_lookup(args: argparse.Namespace) -> None:
     """The look-up alone, the previous index class against this one, in one process: the same batches
     of `documents`, each batch through both in alternating order, CPU time per side, the same
-    matches required. The old class is `transform/ngram_index.py` of `--old-ref`, loaded beside this
+    matches required. The old class is `text/transform/ngram_index.py` of `--old-ref`, loaded beside this
     one in the package (it calls the same `ngrams` functions, unchanged)."""
     import importlib.util
 

@@ -10,7 +10,7 @@ settings, over repeated stratified splits of real labelled data, paired split by
 
 Sides, trained on the same documents and scored on the same held-out ones in every split:
 - **ylink quality train**: what the command does by default (`train_split` with `train_classifier`'s
-  defaults): its search (quality/autotune.py) chooses lr, epoch, wordNgrams, minCount and whether to
+  defaults): its search (text/quality/autotune.py) chooses lr, epoch, wordNgrams, minCount and whether to
   read the documents' shape, by grouped 5-fold cross-validation on the training split, then trains.
 - **ylink, --autotune-seconds 0**: the fixed defaults, as before the search: the text preprocessed by `preprocess.model_lines` (English: lowercased words and
   punctuation of the first 500 characters; Chinese: rjieba words of the first 150), the smaller class

@@ -1,4 +1,4 @@
-"""The Self-Instruct pool check at 50k instructions: ours (transform/rouge.py RougePool) against the
+"""The Self-Instruct pool check at 50k instructions: ours (text/transform/rouge.py RougePool) against the
 reference loop of Self-Instruct's `bootstrap_instructions.py` (`rouge_scorer.RougeScorer(["rougeL"])`
 scoring each candidate against every pool instruction through `multiprocessing.Pool(...).map`, here
 a pool of 1 process), on the same candidates and pool.

@@ -254,7 +254,7 @@ def test_annotate_mode_over_http_and_s3_keeps_everything_and_marks_matches(ray_s
 def test_a_missing_benchmark_stops_the_run_in_one_line_naming_the_key(ray_session, corpus, tmp_path):
     path, zh_bench, *_ = corpus
     missing = str(tmp_path / "nope" / "mmlu.jsonl")
-    # Found while planning, before any work (pipeline/files_read.py), as `ylink validate` finds it.
+    # Found while planning, before any work (engine/files_read.py), as `ylink validate` finds it.
     with pytest.raises(ConfigError) as err:
         ylink_data.run(_config(path, tmp_path / "out", {"benchmarks": [{"path": missing, "fields": ["question"]}]}))
     message = str(err.value)

@@ -1,4 +1,4 @@
-"""Where tasks run (`ray.execution`, pipeline/submit.py): a batch of one task runs in the driver and
+"""Where tasks run (`ray.execution`, engine/submit.py): a batch of one task runs in the driver and
 one of several in worker processes on this machine, without starting Ray, and a run gives the same
 bytes, manifest, stats and resume behaviour whether its tasks run in the driver, in worker processes
 or on Ray. Also: `import ylink_data` stays light."""

@@ -1,7 +1,7 @@
 """instruct_generate against tests/llmserver.py in real pipeline runs (real Ray, real Parquet): the
 Self-Instruct pool filter (near-duplicates rejected, distinct kept, the threshold honoured), every
 heuristic rejection counted by reason, Evol mode, determinism with `seed`, a rerun that asks nothing
-(the response cache), retried faults; and transform/rouge.py equal to `rouge_score`."""
+(the response cache), retried faults; and text/transform/rouge.py equal to `rouge_score`."""
 from __future__ import annotations
 
 import json

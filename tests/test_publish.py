@@ -1,4 +1,4 @@
-"""Packing a run's parts into shards (pipeline/publish.py): small parts merged up to shard_bytes,
+"""Packing a run's parts into shards (engine/publish.py): small parts merged up to shard_bytes,
 a part of LINKED_PART_BYTES or more a shard of its own (linked, never rewritten)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`ylink quality train` chooses its parameters per data set (issue 24.1, quality/autotune.py): the
+"""`ylink quality train` chooses its parameters per data set (issue 24.1, text/quality/autotune.py): the
 budget becomes a fixed list of candidates (so the same seed gives the same model), the choice and
 the validation scores go into MODEL.metrics.json, the documents' shape is a candidate and the model
 that read it is fed it when scoring, and the choice follows the one-standard-error rule."""

@@ -188,7 +188,7 @@ def test_pipeline_on_the_bundled_crawl_counts_tokens(ray_session, tokenizer_path
 
 
 def test_a_missing_tokenizer_stops_the_run_in_one_line(ray_session, tmp_path):
-    # Found while planning, before any work (pipeline/files_read.py), naming the whole key.
+    # Found while planning, before any work (engine/files_read.py), naming the whole key.
     with pytest.raises(ConfigError) as err:
         ylink_data.run(_pipeline(tmp_path / "run", str(tmp_path / "missing.json"), tiers=False))
     assert str(err.value).startswith("stages[3].tokenize.tokenizer: ") and "missing.json" in str(err.value)

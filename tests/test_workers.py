@@ -1,4 +1,4 @@
-"""The worker processes of a run on one machine (pipeline/workers.py), driven directly: results come
+"""The worker processes of a run on one machine (engine/workers.py), driven directly: results come
 back for every task, a task's error comes back as itself with the worker's traceback as its cause,
 an error that cannot travel pickled comes back by name, and a task runs where an op's time limit
 (SIGALRM) works: the main thread of a process that is not the driver."""

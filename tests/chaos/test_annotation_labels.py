@@ -1,6 +1,6 @@
 """Issue 33, point 12: `ylink quality train --from RUN` with a ±inf label ended in a traceback
 (round(inf) for a graded model). Every label that is not a finite number is left out where labels
-are read (quality/train.py, read_annotations) and counted in MODEL.metrics.json.
+are read (train/quality.py, read_annotations) and counted in MODEL.metrics.json.
 
 The probes are generated: every kind of unusable value (null, NaN, +inf, -inf) at generated places
 (a fixed seed) among real Reuters articles labelled by tests/llmserver.py's judge rule (`edu_score`),

@@ -1,6 +1,6 @@
 """Issue 33, point 14 (field names): `ylink validate` said ok for a typo in `input.text_field` (then
 `ylink run` quarantined every record: "no text field 'txet'") or in `input.url_field` (every url
-null). Validate reads the first records of the input (pipeline/field_check.py) and names the key.
+null). Validate reads the first records of the input (engine/field_check.py) and names the key.
 
 The typos are generated (a letter changed, dropped or doubled at a place drawn with a fixed seed) in
 both field keys, over real Common Crawl lines as JSONL and as Parquet; the right names pass."""

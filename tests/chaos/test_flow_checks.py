@@ -2,7 +2,7 @@
 input, a step reading a later step's output or its own, two steps with one output.path, a model
 written inside another step's run folder: all "ok", and `ylink run` spent the (paid) LLM step before
 failing. Now what the steps read and write is checked against each other and against what is there
-(pipeline/flow_check.py), by validate and by run before the first step.
+(flow/check.py), by validate and by run before the first step.
 
 The flaws are generated from one good flow (judge a sample of real Common Crawl text, distil the
 scores, apply the model, like pipelines/quality-distill.yaml), one mutation per class, typos at

@@ -1,6 +1,6 @@
 """Issue 33, point 13: an output.path that cannot be written. With s3:// and no credentials, or an
 endpoint that does not answer, `ylink validate` said ok and `ylink run` printed a 70- and a 145-line
-traceback from the lease (pipeline/lock.py). Now the run's first write (its lock or lease) and
+traceback from the lease (engine/lock.py). Now the run's first write (its lock or lease) and
 validate's probe (io/writable.py: a small object written and deleted) are one boundary: every way a
 store refuses is one line naming the output, and nothing is written.
 

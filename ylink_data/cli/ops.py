@@ -1,5 +1,5 @@
 """`ylink ops [NAME]`: every op with one line each, or one op's parameters (type, bounds, default)
-and docstrings, from the registry (`stages/describe.py`, which the documentation prints too)."""
+and docstrings, from the registry (`ops/describe.py`, which the documentation prints too)."""
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,5 @@
 """Work on one untrusted input at a time in a child process that is killed at a deadline: what
-extracts HTML pages (`transform/extract_process.py`) and reads document files
+extracts HTML pages (`text/transform/extract_process.py`) and reads document files
 (`io/readers/isolated.py`).
 
 A signal in the working process cannot bound work done in C: Python runs a SIGALRM handler only
@@ -15,7 +15,7 @@ code and lets it carry on with the next input; the parent kills it `GRACE_S` lat
 in C, and the next input gets a new child (its start is not counted in that input's time).
 
 The child is `python -m MODULE ARGS...`, whose main calls `serve(load)`. Messages are length-prefixed
-fields (io/pipes.py): requests `((args, limit) pickled, payload bytes)`, the payload raw so that a
+fields (core/pipes.py): requests `((args, limit) pickled, payload bytes)`, the payload raw so that a
 page or a file is not pickled; replies `(status, value)` pickled.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A child Python process that serves its parent over its stdin and stdout: messages are
 length-prefixed byte fields, and the child dies with its parent.
 
-Used by the children that work under a deadline (`io/deadline.py`: one HTML page or document file
-per round trip) and by the worker processes of a run on one machine (`pipeline/workers.py`: one task
+Used by the children that work under a deadline (`core/deadline.py`: one HTML page or document file
+per round trip) and by the worker processes of a run on one machine (`engine/workers.py`: one task
 per round trip).
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 SIGALRM in the main thread, which is where Ray runs tasks: the handler runs at the next Python
 instruction, so it stops Python code, but C code (a parser) only once it returns. Work that can get
-stuck in C runs in a child process that is killed instead (`transform/extract_process.py`)."""
+stuck in C runs in a child process that is killed instead (`text/transform/extract_process.py`)."""
 from __future__ import annotations
 
 import contextlib

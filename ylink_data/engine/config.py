@@ -66,7 +66,7 @@ class RayConfig(Strict):
     # null: this machine; "auto": the cluster this machine joined (`ray start`); "host:port": a
     # cluster's GCS; "ray://host:port": Ray Client, from a machine outside the cluster.
     address: str | None = None
-    # Where tasks run (pipeline/submit.py): `auto` runs a batch that one process would run anyway
+    # Where tasks run (engine/submit.py): `auto` runs a batch that one process would run anyway
     # (one task, or one CPU) in this process, several tasks in worker processes on this machine
     # (started in a fraction of a second, where an embedded Ray takes seconds), and uses Ray when
     # `address` names a cluster or this process already runs Ray; `processes`, `ray` (an embedded

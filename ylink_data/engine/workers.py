@@ -2,7 +2,7 @@
 cluster (`ray.execution: auto` or `processes`: engine/executors/processes.py).
 
 Each worker is this module run as `python -m ylink_data.engine.workers`, serving one task at a time
-over its pipes (io/pipes.py): a request is `(function, args)` pickled, a reply `("ok", result)` or
+over its pipes (core/pipes.py): a request is `(function, args)` pickled, a reply `("ok", result)` or
 `("error", exception, traceback text)`. The functions are the same module-level task functions Ray runs, so only the
 scheduler differs; a worker keeps its ops (and their models) from task to task, as a Ray worker does.
 

@@ -8,7 +8,7 @@ decoding it and parsing every row first was part of the 6.8 GB peak of indexing 
 worker (bench/RESULTS.md, "Decontaminate index at 1M items"). Lines are split as before (at \n,
 \r\n and a lone \r) but no longer at U+2028 and the other breaks of `str.splitlines`, which may
 stand raw inside a JSON string. `fingerprint` is the SHA-256 of a file's bytes as stored, which
-names the index built from it (`stages/decontaminate.py`)."""
+names the index built from it (`ops/decontaminate.py`)."""
 from __future__ import annotations
 
 import contextlib

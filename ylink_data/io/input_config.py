@@ -75,7 +75,7 @@ class InputConfig(Strict):
     # without replacement, the same ones for the same sample_seed however the input is split into
     # tasks or workers (bottom-k sampling: each document's rank is a 64-bit hash of sample_seed and
     # its id, and the `sample` lowest are kept; a pass over the input before phase 0 finds the cut,
-    # pipeline/runner.py). The rest count as the read stage's `not_sampled` drops in stats.json
+    # engine/runner.py). The rest count as the read stage's `not_sampled` drops in stats.json
     # (never written to rejected/); records that cannot be read are quarantined as ever. Both keys
     # are part of the run's fingerprint: another sample is another run.
     sample: Annotated[int, Field(gt=0, strict=True)] | None = None

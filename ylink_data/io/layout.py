@@ -38,7 +38,7 @@ from ylink_data.io.sinks import SINKS
 # `own_entries`, from the sink registry, so that a new output format is a run's own by itself).
 _FIRST_ENTRIES = ("manifest.json", "tiers", "stats.json", "README.md", "report.html", "_work")
 _LAST_ENTRIES = ("quarantine", "rejected", "run.json")
-# Written by runs but kept by --fresh: the LLM response cache (llm/cache.py) is keyed by what was
+# Written by runs but kept by --fresh: the LLM response cache (io/llm/cache.py) is keyed by what was
 # asked, so no entry is ever stale, and a rerun with other parameters must not pay for answers again.
 KEPT_ENTRIES = ("llm-cache",)
 LOCK = "run.lock"  # not an entry of the run: --fresh must never remove a lock that is held

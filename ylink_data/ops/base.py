@@ -60,7 +60,7 @@ class BatchResult:
     added); `dropped[i]` is a reason to drop row i (None keeps it); `errors[i]` quarantines row i
     (a message starting with "timeout" is quarantined with that reason, one starting with
     "unusable_response" or "unusable answer" as `unusable_response`, others with `error`:
-    pipeline/tasks.py ERROR_REASONS).
+    engine/tasks.py ERROR_REASONS).
 
     Fan-out (one document -> several rows: chunks, question-answer pairs): `parents[j]` is the input
     row that row j of `table` came from, in input order, and every input row has at least one row
@@ -141,7 +141,7 @@ class Op:
     def columns_read(cls, params: dict[str, Any]) -> list[tuple[str, str]] | None:
         """(parameter key, column) of every column the op reads by a name its parameters give
         (`text_column`, `column`...): validation checks each against the columns the input and the
-        ops before it make (pipeline/column_check.py). None: not declared yet; nothing is checked
+        ops before it make (engine/column_check.py). None: not declared yet; nothing is checked
         from this op on, as what it makes is unknown."""
         return None
 
@@ -169,7 +169,7 @@ class MapOp(Op):
     `group_column`: set (a column name) by an op that must see every row of a group at once (the
     responses of one instruction, which `respond` writes as adjacent rows): the task runner then
     cuts the op's batches only between groups, holding a batch's last group back for the next
-    batch (pipeline/tasks.py `whole_groups`). A group is adjacent rows with one value; rows stay
+    batch (engine/tasks.py `whole_groups`). A group is adjacent rows with one value; rows stay
     in their task through every phase, so a group made inside a pipeline is never split. Rows of
     one group spread over input files or far apart in one are seen as separate groups."""
 

@@ -1,4 +1,4 @@
-"""chunk: long documents into chunks of a target size, one row per chunk (transform/chunking.py).
+"""chunk: long documents into chunks of a target size, one row per chunk (text/transform/chunking.py).
 
 Cuts at Markdown headings, paragraphs and sentences (English and Chinese sentence ends), never
 inside a sentence unless one sentence alone is larger than `size`; `overlap` repeats the previous

@@ -21,7 +21,7 @@ class Extract(DocumentMapper):
     """Main text of HTML pages. Drops a page with no main text (`extract:empty`) or with less than
     `min_chars` characters of it (`extract:too_short`). A page that takes longer than `time_limit_s`
     is quarantined with reason `timeout`: the extractor runs in a child process of the worker, killed
-    if it is still on the page half a second after the limit (`transform/extract_process.py`), so
+    if it is still on the page half a second after the limit (`text/transform/extract_process.py`), so
     no page holds its task much longer, whatever the C parsers do with it."""
 
     name = "extract"

@@ -14,7 +14,7 @@ batch). Rounds of `prompts_per_round` prompts are sent at once, each with `examp
 instructions, `from_generated` (2) of them already generated; the answers' numbered lists are
 checked in prompt order, so a seed gives the same run every time with the same answers (the
 response cache makes a rerun free). A candidate is kept when it passes the heuristics
-(datagen/heuristics.py) and its ROUGE-L F to every instruction of the pool is at most `threshold`
+(text/datagen/heuristics.py) and its ROUGE-L F to every instruction of the pool is at most `threshold`
 (0.7, the paper's `> 0.7` rejection); every rejected candidate is a row dropped with its rule
 (`too_short`, `too_long`, `banned_keyword`, `write_a_program`, `punctuation`, `non_english`,
 `not_chinese`, `similar`, `truncated`), kept in rejected/ with keep_rejected, child of the first seed of
@@ -28,7 +28,7 @@ dropped as `copied_prompt`, `unchanged` or a heuristic rule.
 
 Language: the batch's seeds' `lang` (else their script) picks the prompt (`-zh` for Chinese, `-en`
 otherwise) and the heuristics. A prompt whose request failed after llm.max_retries is counted
-(`prompts_failed`), and so is an answer that cannot be stored (`unusable`, llm/answer.py: a lone
+(`prompts_failed`), and so is an answer that cannot be stored (`unusable`, io/llm/answer.py: a lone
 surrogate); when none of a batch's requests got a usable answer, its rows are quarantined with the
 last error. An answer holding no numbered item is counted (`unparseable`).
 """

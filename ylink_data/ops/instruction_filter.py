@@ -3,7 +3,7 @@
   too_short / too_long  the instruction (`column`) has fewer than `min_words` or more than `max_words`
                         words; Chinese instructions (Han characters) count characters instead, against
                         `min_chars` / `max_chars`. Defaults: Self-Instruct's 4..150 words
-                        (datagen/heuristics.py), ours for Chinese (6..300 characters, as there).
+                        (text/datagen/heuristics.py), ours for Chinese (6..300 characters, as there).
   no_response           `response_column` is present but empty
   refusal               the response (`response_column`, else the instruction) holds a refusal or
                         disclaimer phrase of `phrases` (configs/datagen/refusals.txt, with its sources)

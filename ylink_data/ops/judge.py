@@ -18,18 +18,18 @@ instruction's or the document's text, as qa_generate decides), `-en` for every o
 `{response}` judges responses, one with `{text}` documents (with `rubric` unset, the file's
 placeholders decide; a file that contradicts `rubric` is a config error). `scale: [low, high]`
 is the scale of your rubric (default: the rubric's, 1-10 or 0-5). The answer is read strictly
-(stages/judge_parse.py lists the accepted forms): JSON `{"score", "reason"}` (in a ```json fence
+(ops/judge_parse.py lists the accepted forms): JSON `{"score", "reason"}` (in a ```json fence
 too) or, failing that, `Score: N` lines (`评分：N`; a `Total score: N` line over per-criterion ones),
 the reason being the rest of the text. An answer with no score, one outside the scale (the judge
 did not follow the rubric: its number means nothing on it), an ambiguous one (two different scores,
 "3/10" on a 0-5 scale) or one that cannot be stored (a lone surrogate in its reason, a 5,000-digit
-number) quarantines the row with the raw answer, reason `unusable_response` (llm/answer.py, as for
+number) quarantines the row with the raw answer, reason `unusable_response` (io/llm/answer.py, as for
 every op that calls a model), and so does a request that failed after `llm.max_retries`: a row the
 judge could not score is never kept or dropped as if it had been. `min_score` (on the scale) drops rows
 scored below it as `judge:low_score`.
 
 `mode: pairwise`: the responses of one instruction (rows sharing `group_column`, which respond
-writes; the runner hands the op every row of a group in one batch, stages/base.py MapOp) are
+writes; the runner hands the op every row of a group in one batch, ops/base.py MapOp) are
 compared two by two with `judge-pairwise-<lang>.txt` (`{instruction}`, `{response_a}`,
 `{response_b}`). Judges favour the answer shown first or second (position bias, Zheng et al. 2023,
 MT-Bench, section 3.3), so every pair is asked in both orders and a verdict counts only when the
@@ -43,7 +43,7 @@ the group's rows with the raw answer. Pairwise compares responses only: no `rubr
 `scale`.
 
 Counters: `scored`, `unparseable`, `out_of_range`, `unusable` (pointwise); `comparisons`, `pairwise_consistent`,
-`pairwise_inconsistent`, `pairwise_ties` (pairwise); and the model's usage (`llm_*`, llm/usage.py).
+`pairwise_inconsistent`, `pairwise_ties` (pairwise); and the model's usage (`llm_*`, io/llm/usage.py).
 """
 from __future__ import annotations
 

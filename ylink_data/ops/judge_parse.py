@@ -1,6 +1,6 @@
 """What a judge said: the score of a pointwise answer and the verdict of a pairwise one, read
 strictly. An answer that does not state one value unambiguously raises `Unparseable` (its row is
-quarantined, llm/answer.py): a guess stored as a score would be a wrong label that nothing flags.
+quarantined, io/llm/answer.py): a guess stored as a score would be a wrong label that nothing flags.
 
 Accepted forms of a pointwise answer, on the op's scale [low, high]:
 - JSON (also in a ```json fence): `{"score": 7, "reason": "..."}`. The score is a number (not a
@@ -47,7 +47,7 @@ class OutOfRange(Unparseable):
 
 
 class Verdict(NamedTuple):
-    """What a judge's answer says (a tuple: llm/answer.py names its fields in an error)."""
+    """What a judge's answer says (a tuple: io/llm/answer.py names its fields in an error)."""
 
     value: float | str  # the score, or "A", "B", "tie"
     reason: str

@@ -42,5 +42,5 @@ class LLMOp(MapOp):
     @classmethod
     def fingerprint_params(cls, params: dict[str, Any]) -> dict[str, Any]:
         """The op's parameters as the run's fingerprint holds them: of `llm`, only what changes an
-        answer (llm/config.py ANSWER_KEYS), so a new key or server resumes the run."""
+        answer (io/llm/config.py ANSWER_KEYS), so a new key or server resumes the run."""
         return {**params, "llm": fingerprint_llm(params.get("llm"))}

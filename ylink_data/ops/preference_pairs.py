@@ -4,7 +4,7 @@ and reward models (TRL's preference layout: `output.preference_format`, io/prefe
 The input rows are responses, several per instruction (`respond` with `n`), each with a score
 (`judge_score` from `judge`). The responses of one instruction (rows sharing `group_column`,
 `instruction_id` as respond writes it) are one group: the runner hands the op every row of a group
-in one batch (stages/base.py MapOp.group_column), across batch boundaries and phases.
+in one batch (ops/base.py MapOp.group_column), across batch boundaries and phases.
 
 Per group, with `strategy`:
 - `best_vs_worst` (default): the best-scored response as chosen against the worst as rejected

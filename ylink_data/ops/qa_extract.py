@@ -1,5 +1,5 @@
 """qa_extract: question–answer pairs documents already hold, one row per pair, no model
-(transform/qa.py).
+(text/transform/qa.py).
 
 HTML or text: a document is read as HTML while it still is a page (`metadata.content_type` says
 HTML, as the HTML and WARC readers set it, and no `extract` has run on it: `extract` records

@@ -3,17 +3,17 @@
 Each chunk (a row, usually from `chunk`) is sent to the pipeline's model (`llm:`, through
 ylink_data/io/llm/: bounded concurrency, retries, response cache, usage counted in stats.json) with the
 prompt of its language: `configs/prompts/qa_generate-zh.txt` for Chinese (the row's `lang`, else its
-script, transform/script.py), `-en.txt` for every other language (it asks for the text's own
+script, text/transform/script.py), `-en.txt` for every other language (it asks for the text's own
 language); `prompt:` names another file of the same form. The answer is asked for as JSON,
 `{"pairs": [{"question", "answer"}]}`, and checked (pydantic).
 
 Each pair becomes one row (fan-out, ids `<chunk id>#<k>`): `question`, `answer`, `context` (the
 chunk's text), `chunk_id`, and `answer_support`, the share of the answer's content found in the
-chunk (transform/grounding.py); `text` is the question and answer, and `source`, `url`, `lang` and
+chunk (text/transform/grounding.py); `text` is the question and answer, and `source`, `url`, `lang` and
 `metadata` (page range, heading path) are the chunk's. A pair whose support is under
 `min_support` is dropped as `qa_generate:unsupported` (kept in rejected/ with its support); a
 chunk whose answer holds no pair is dropped as `qa_generate:none`, an empty chunk as `empty`.
-An answer that is not JSON, not of that shape, or that cannot be stored (llm/answer.py: a lone
+An answer that is not JSON, not of that shape, or that cannot be stored (io/llm/answer.py: a lone
 surrogate, a 5,000-digit number, JSON nested thousands deep) quarantines the chunk with the reason
 and the raw answer (its first RAW_CHARS characters), reason `unusable_response`; a cached one does
 again on a rerun, never stopping it. So does a request that failed after `llm.max_retries`
@@ -45,7 +45,7 @@ COLUMNS = {"question": pa.string(), "answer": pa.string(), "context": pa.large_s
 
 
 class Pair(NamedTuple):
-    """A question-answer pair of a model's answer (a tuple: llm/answer.py checks it storable)."""
+    """A question-answer pair of a model's answer (a tuple: io/llm/answer.py checks it storable)."""
 
     question: str
     answer: str

@@ -16,7 +16,7 @@ Every response is a row (fan-out, ids `<instruction row id>#<k>`), which is what
 and `text` = instruction, input and response, blank-line separated, for the filters after it.
 A response cut off at max_tokens (finish_reason `length`) is dropped as `respond:truncated`, an
 empty one as `respond:empty`, an instruction without text as `respond:no_instruction`; one that
-cannot be stored (llm/answer.py: a lone surrogate) quarantines its row as `unusable_response`, and a
+cannot be stored (io/llm/answer.py: a lone surrogate) quarantines its row as `unusable_response`, and a
 request that failed after llm.max_retries with the error (reason `timeout` when the
 server never answered in time). The run goes on either way.
 """

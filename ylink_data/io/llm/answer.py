@@ -8,11 +8,11 @@ integers and finite floats, nested no deeper than MAX_DEPTH. Anything raised on 
 parser (its `Unparseable`, json's 4,300-digit limit on integers, the RecursionError of JSON nested
 thousands deep, anything else) or by the check, makes the answer `Unusable`: the op quarantines its
 row with the error "unusable answer: <why>; raw answer: '<its first RAW_CHARS characters>'", one
-line of bounded length, which pipeline/tasks.py files under the reason `unusable_response`. The
+line of bounded length, which engine/tasks.py files under the reason `unusable_response`. The
 answer stays in the response cache (it is what the server said) and is read through here again on
 a rerun: a bad answer is quarantined again, and never stops a run.
 
-Parsers here are linear in the answer's length (up to llm/client.py MAX_BODY_BYTES): no regular
+Parsers here are linear in the answer's length (up to io/llm/client.py MAX_BODY_BYTES): no regular
 expression runs over a whole answer, only over a line's first few characters.
 """
 from __future__ import annotations

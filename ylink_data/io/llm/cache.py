@@ -3,7 +3,7 @@ rerun pipeline never pays for the same request twice.
 
 Content-addressed: an entry's name is the sha256 of (model, messages, parameters that change an
 answer) in canonical JSON, `<dir>/<first 2 hex>/<sha256>.json`. The server's address, the key and
-the concurrency are not in it (llm/config.py `ANSWER_KEYS`): the same model asked the same thing
+the concurrency are not in it (io/llm/config.py `ANSWER_KEYS`): the same model asked the same thing
 answers alike wherever it runs. An entry is written atomically (a temporary name then a rename
 locally; object stores publish an upload whole), so Ray workers sharing the folder, even asking
 the same thing at the same moment, never read half an entry: two writers write the same request's
@@ -13,9 +13,9 @@ server or holds a credential: the client masks the configured secrets in an answ
 (a server may quote the key back).
 
 Only chat completions the server gave are kept, whether the op can use their content or not: an
-answer an op cannot parse or store is quarantined again on a rerun, for free (llm/answer.py). An
+answer an op cannot parse or store is quarantined again on a rerun, for free (io/llm/answer.py). An
 entry of another shape (no text, counts that are no counts) is a miss: asked again, overwritten. A
-body that is no chat completion (`unusable_response`, llm/client.py) is not kept: a rerun asks again. Delete the folder,
+body that is no chat completion (`unusable_response`, io/llm/client.py) is not kept: a rerun asks again. Delete the folder,
 or set `llm.cache: false`, to ask again; a different `seed` or `temperature` is a different key.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ class ResponseCache:
         text, finish, counts = entry.get("text"), entry.get("finish_reason"), (entry.get("prompt_tokens", 0),
                                                                                entry.get("completion_tokens", 0))
         # An entry of another shape (damaged, or written by other code) is a miss, asked again and
-        # overwritten, rather than an error in every rerun. Its text is the op's to judge (llm/answer.py).
+        # overwritten, rather than an error in every rerun. Its text is the op's to judge (io/llm/answer.py).
         if not isinstance(text, str) or not isinstance(finish, str | None) or not all(
                 isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
             return None

@@ -3,7 +3,7 @@ document reader. Whatever happens while a file is read, it is that file's fate, 
 - an exception of any type, from a reader or from the libraries under it: `unreadable`, with the
   error (a file's own parts that fail are the reader's to skip and count: document.Parts);
 - longer than `input.time_limit_s`, in Python (a list label of a billion "m"s) or in C (PDFium,
-  lxml): `timeout`, the child stopping itself or being killed (io/deadline.py);
+  lxml): `timeout`, the child stopping itself or being killed (core/deadline.py);
 - the child dying on it (a crash of PDFium or lxml, the OOM killer, a kill from outside): the file
   goes to a new child once more (deadline.DeadlineProcess.call), and is `unreadable` only when it
   kills that one too ("it killed ... twice (SIGKILL, signal 9)").

@@ -16,7 +16,7 @@ classifiers"): Chinese characters (with fastText's bigrams: character bigrams) s
 held-out data but worse on a crawl the model never saw.
 
 A model may also read the document's shape (`structure=True`, chosen per data set by `ylink quality
-train`'s search, quality/autotune.py): a few tokens of its own, measured on the whole text, before
+train`'s search, text/quality/autotune.py): a few tokens of its own, measured on the whole text, before
 the words: its length (`_len<k>`, half-octave steps of characters), number of non-empty lines
 (`_lines<k>`, octaves), mean line length (`_avg<k>`, octaves), the share of lines that end in a
 sentence's closing mark (`_punct<0-4>`, quarters) and whether the last one does (`_endp` / `_endx`),

@@ -10,7 +10,7 @@ Steps, each a pure function of the inputs and the seed:
 2. Split per class into training and held-out documents (seeded shuffle of the documents: every
    piece of a document lands on the same side, so the held-out score is not inflated by near copies).
 3. Choose the training parameters on the training split (`autotune_seconds` > 0, the default: a
-   grouped cross-validated search within a time budget, quality/autotune.py), or keep the fixed
+   grouped cross-validated search within a time budget, text/quality/autotune.py), or keep the fixed
    defaults (`autotune_seconds=0`, the models trained before the search existed, byte for byte).
 4. Balance the training set (`oversample`: the smaller classes are repeated up to the largest's
    size; `downsample`: the larger are cut; `none`), shuffle it, and train with one thread and a fixed seed.

@@ -1,5 +1,5 @@
 """Main-text extraction with a hard time limit: the extractor runs in a child process
-(`io/deadline.py`), which is killed when a page holds it too long.
+(`core/deadline.py`), which is killed when a page holds it too long.
 
 The parsers and renderers are C++ and C (lexbor in Resiliparse, libxml2 in trafilatura): a 1.1 MB
 page of 100,000 nested <div>s held Resiliparse for 483 s under a 5 s SIGALRM (time grows with the
