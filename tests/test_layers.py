@@ -79,3 +79,13 @@ def _ray_imports(path: Path) -> list[int]:
 def test_the_lower_layers_never_import_ray(layer):
     found = {str(p.relative_to(REPO)): lines for p in (PACKAGE / layer).rglob("*.py") if (lines := _ray_imports(p))}
     assert not found
+
+
+def test_loading_a_config_imports_no_engine_beyond_the_config_and_no_ray():
+    """Issue 34 point 3: validating a pipeline loaded the engine (plan, tasks, global phases: ops
+    imported them) through cycles; now only the spec."""
+    code = ("import sys; from ylink_data.engine.config import load_config; load_config('pipelines/quickstart.yaml'); "
+            "print(sorted(m for m in sys.modules if m.startswith('ylink_data.engine') or m.split('.')[0] == 'ray'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['ylink_data.engine', 'ylink_data.engine.config']"
