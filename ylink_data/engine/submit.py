@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ylink_data.core.errors import ConfigError, YlinkError
 from ylink_data.engine.config import RayConfig
-from ylink_data.engine.executors.base import RESUME_HINT, Executor, executor_class, local_cpus  # noqa: F401 -- RESUME_HINT, local_cpus: names others use
+from ylink_data.engine.executors.base import RESUME_HINT, Executor, executor_class, local_cpus
 
 FAIL_AFTER_ENV = "YLINK_FAIL_AFTER_TASKS"
 FAIL_EXIT_CODE = 75
