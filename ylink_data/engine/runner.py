@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ylink_data.core.version import __version__
 from ylink_data.engine.config import PipelineConfig, load_config
 from ylink_data.core.errors import ConfigError, RunStateError
-from ylink_data.core.storage import read_json, write_json, writing_into
+from ylink_data.core.storage import read_json, remove, write_json, writing_into
 from ylink_data.io.listing import InputFile, input_files
 from ylink_data.io.readers import group_splits, plan_splits
 from ylink_data.core.redaction import redact_url
@@ -33,18 +33,18 @@ from ylink_data.engine.column_check import column_problems
 from ylink_data.engine.files_read import files_read
 from ylink_data.engine.global_phase import GlobalContext
 from ylink_data.io.layout import RunLayout
-from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, Manifest, write_manifest
+from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, TASK_FILES, Manifest, write_manifest
 from ylink_data.io.sinks import Sink, plan_sinks, publish_label
 from ylink_data.engine.lock import FolderLock, hold_run_folder
 from ylink_data.engine.node_paths import node_local_warning
 from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.stage_warnings import stage_warnings
-from ylink_data.engine.publish import pack_shards, publish_shard
+from ylink_data.engine.publish import publish, publish_plan
 from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
-from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
+from ylink_data.engine.tasks import TaskSpec, current_marker, execute_task, load_marker, sample_scan
 
 
 class RunResult(NamedTuple):
@@ -92,7 +92,8 @@ class Runner:
             plan = self.plan()
             for warning in stage_warnings(self.cfg, plan.files):
                 self.progress.note(warning)
-            with hold_run_folder(self.layout, self.progress.note) as lock:
+            # Every file of the run takes shape in _work/staging/ (core/storage.py), here as in tasks.
+            with hold_run_folder(self.layout, self.progress.note) as lock, self.layout.writing():
                 return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
@@ -108,7 +109,8 @@ class Runner:
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
                 if phase.outgoing:
                     decisions = self._resolve(phase, markers[phase.index])
-            shards = self._publish(markers[plan.phases[-1].index], plan.sinks)
+            published = self._publish(markers, plan.sinks)
+        shards = published[SHARDS]
         # A shard's marker holds each sink's entry (its Megatron pair, JSONL files): the manifest
         # lists them apart, in each sink's section.
         entries = {sink.name: [s.pop(sink.name) for s in shards if sink.name in s] for sink in plan.sinks}
@@ -125,10 +127,13 @@ class Runner:
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
-        write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
+        # README.md: the run as a dataset (card.py)
+        write_dataset_card(self.layout, self.cfg, stats, shards, published["rejected"])
         manifest = Manifest(name=self.cfg.name, fingerprint=plan.fingerprint, rows=stats["output_records"],
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                            ylink_version=__version__)
+                            ylink_version=__version__,
+                            task_files={kind: {"rows": sum(f["rows"] for f in published[kind]), "files": published[kind]}
+                                        for kind in TASK_FILES})
         tiers = self.tiers[1] if self.tiers else []
         tier_sections: dict[str, dict[str, Any]] = {tier: {} for tier in tiers}
         for sink in plan.sinks:  # each lists its files, of the run and of each tier folder
@@ -141,8 +146,10 @@ class Runner:
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
             manifest.tiers = self._write_tier_manifests(manifest, tier_sections, stats)
+        self._remove_unlisted(manifest)
         write_manifest(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
+        self._check_published(manifest)
         self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
@@ -156,9 +163,10 @@ class Runner:
         for tier in self.tiers[1]:
             prefix = "/".join(self.layout.tier_dir(tier))
             rows = sum(s["rows"] for s in sections[tier][SHARDS])
-            own = replace(manifest, name=f"{manifest.name}/{tier}", tier=tier, rows=rows, sections=sections[tier])
+            own = replace(manifest, name=f"{manifest.name}/{tier}", tier=tier, rows=rows, sections=sections[tier],
+                          task_files={})
             tier_layout = RunLayout(self.layout.path(prefix), self.layout.fs, f"{self.layout.url}/{prefix}")
-            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, own.shards)
+            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, own.shards, [])
             write_manifest(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
@@ -212,6 +220,7 @@ class Runner:
         if foreign:
             raise RunStateError(f"output.path {layout.url} holds files that are not a ylink run "
                                 f"({', '.join(foreign[:3])}); choose an empty or new folder")
+        layout.sweep()  # what writers killed before their rename left: never resumed from, never published
         previous = load_marker(layout, layout.run_info)
         if previous is None:
             if layout.exists(layout.manifest) or layout.has_files(layout.work()):
@@ -239,6 +248,7 @@ class Runner:
                                     "configuration than its run.json; rerun with --fresh to replace it")
             missing = layout.missing_shards(manifest)
             if not missing:
+                self._remove_unlisted(Manifest.from_dict(manifest))
                 layout.remove_work()
                 self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
                 return RunResult(layout.url, read_json(layout.fs, layout.stats))
@@ -260,6 +270,26 @@ class Runner:
         with writing_into(self.layout.url):
             self.layout.remove_run()
 
+    def _remove_unlisted(self, manifest: Manifest) -> None:
+        """Nothing is published that the manifest does not list: the run's own files it does not
+        list (an attempt's leftovers) are removed; a file that is not the run's stops it here."""
+        own, foreign = self.layout.unlisted(manifest)
+        if foreign:
+            raise RunStateError(f"output.path {self.layout.url} holds files that are not the run's, where readers would "
+                                f"take them for its data ({', '.join(foreign[:3])}); move them out of the run folder, "
+                                "then rerun to finish it")
+        for rel in own:
+            remove(self.layout.fs, self.layout.path(rel))
+
+    def _check_published(self, manifest: Manifest) -> None:
+        """The end of every run: the folder's listing is its manifest's (RunLayout.listing_problems),
+        or the manifest is withdrawn and the run fails in one line."""
+        problems = self.layout.listing_problems(manifest)
+        if problems:
+            self.layout.withdraw_manifests()
+            raise RunStateError(f"output.path {self.layout.url}: once published, its files are not those its manifest "
+                                f"lists ({', '.join(problems[:3])}); the manifest was withdrawn: rerun to finish the run")
+
     def _run_info(self, plan: _Plan) -> dict[str, Any]:
         return self.cfg.redact({
             "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
@@ -276,7 +306,8 @@ class Runner:
 
     def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str],
                    sample_cut: tuple[int, str] | None = None) -> dict[int, dict]:
-        markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
+        markers = {t: m for t, m in self._existing_markers(self.layout.work(f"phase{phase.index}", "done")).items()
+                   if current_marker(m)}
         where = self.scheduler.where(len(plan.tasks) - len(markers))  # started before memory:// inputs are put
         specs = []
         for t, splits in enumerate(plan.tasks):
@@ -395,24 +426,35 @@ class Runner:
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
-    def _publish(self, markers: dict[int, dict], sinks: list[Sink]) -> list[dict]:
-        parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
-        tiers = self.tiers[1] if self.tiers else [None]
-        jobs = []  # (tier, number within the tier, parts), in tier order, then task order
-        for tier in tiers:
-            groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
-            jobs += [(tier, k, group) for k, group in enumerate(groups)]
-        existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        todo = [(self.layout, i, group, sinks, tier, k) for i, (tier, k, group) in enumerate(jobs) if i not in existing]
-        handle = self.progress.phase(publish_label(sinks), len(jobs), len(jobs) - len(todo))
+    def _publish(self, markers: dict[int, dict[int, dict]], sinks: list[Sink]) -> dict[str, list[dict]]:
+        """Every job of the publish phase (publish.py) that has no marker yet, after a sweep of what
+        killed writers left; the entries of all jobs by kind (shards, rejected, quarantine), in order."""
+        self.layout.sweep()
+        jobs = publish_plan(self.layout, markers, sinks, self.tiers[1] if self.tiers else [None],
+                            self.cfg.output.shard_bytes, self.cfg.output.compression)
+        entries: dict[str, dict] = {}
+        present = {p.rstrip("/").rsplit("/", 1)[-1] for p in self._listed(self.layout.work("publish"))}
+        for job in jobs:
+            marker = load_marker(self.layout, job.marker) if job.marker.rsplit("/", 1)[-1] in present else None
+            if marker is not None:
+                entries[job.marker] = marker
+        todo = [job for job in jobs if job.marker not in entries]
+        shards = sum(1 for job in jobs if job.kind == SHARDS)
+        handle = self.progress.phase(publish_label(sinks), shards, shards - sum(1 for j in todo if j.kind == SHARDS))
 
         def on_done(i: int, entry: dict) -> None:
-            existing[todo[i][1]] = entry
-            self.progress.advance(handle, entry["rows"])
+            entries[todo[i].marker] = entry
+            if todo[i].kind == SHARDS:
+                self.progress.advance(handle, entry["rows"])
 
-        self.scheduler.run(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self.scheduler.run(publish, [(job,) for job in todo], on_done=on_done,
+                           describe=lambda i: f"publish {todo[i].kind} {todo[i].index}")
         self.progress.finish(handle)
-        return [existing[i] for i in range(len(jobs))]
+        return {kind: [entries[job.marker] for job in jobs if job.kind == kind] for kind in (SHARDS, *TASK_FILES)}
+
+    def _listed(self, folder: str) -> list[str]:
+        fs = self.layout.fs
+        return fs.ls(folder, detail=False) if fs.exists(folder) else []
 
     def _existing_markers(self, folder: str, key: str = r"task-(\d+)\.json") -> dict[int, dict]:
         fs = self.layout.fs

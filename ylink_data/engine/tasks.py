@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from ylink_data.engine.config import PipelineConfig
 from ylink_data.engine import executors
 from ylink_data.core.errors import InputError, YlinkError
-from ylink_data.core.storage import atomic_write, read_json, write_json
+from ylink_data.core.storage import HashingWriter, atomic_write, read_json, write_json
 from ylink_data.io.parquet import ParquetFileWriter, RollingParquetWriter
 from ylink_data.io.readers import Bad, Record, Skip, Split, open_split, read_split
 from ylink_data.io.readers.base import describe_error
@@ -74,7 +74,8 @@ def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = No
 
 
 class TaskOutput:
-    """Everything a task writes besides its marker."""
+    """Everything a task writes besides its marker: its parts, and the files it makes for the run
+    folder's rejected/ and quarantine/, staged in _work/ (`RunLayout.staged`) until publish."""
 
     def __init__(self, layout: RunLayout, spec: TaskSpec):
         self.layout, self.spec = layout, spec
@@ -90,13 +91,13 @@ class TaskOutput:
         self.rejected: dict[int, ParquetFileWriter] = {}
         self.quarantined = 0
         self._quarantine = contextlib.ExitStack()
-        self._quarantine_file: Any = None
+        self._quarantine_file: HashingWriter | None = None
 
     def quarantine(self, entry: dict[str, Any]) -> None:
-        """Streamed to quarantine/ as it comes, so a file of bad records costs no memory."""
+        """Streamed to its file as it comes, so a file of bad records costs no memory."""
         if self._quarantine_file is None:
-            path = self.layout.quarantine(self.spec.phase.index, self.spec.task)
-            self._quarantine_file = self._quarantine.enter_context(atomic_write(self.layout.fs, path))
+            path = self.layout.staged(self.spec.phase.index, self.layout.quarantine(self.spec.phase.index, self.spec.task))
+            self._quarantine_file = HashingWriter(self._quarantine.enter_context(atomic_write(self.layout.fs, path)))
         entry = self.spec.cfg.redact(entry)  # an error may quote a URL or a credential
         self._quarantine_file.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
         self.quarantined += 1
@@ -107,7 +108,8 @@ class TaskOutput:
         table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
         table = table.append_column("reason", pa.array(reasons, pa.string()))
         if stage not in self.rejected:
-            path = self.layout.rejected(self.spec.phase.index, self.spec.task, stage)
+            path = self.layout.staged(self.spec.phase.index,
+                                      self.layout.rejected(self.spec.phase.index, self.spec.task, stage))
             self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.cfg.output.compression)
         self.rejected[stage].write(table)
 
@@ -122,12 +124,21 @@ class TaskOutput:
         for tier, writer in self.kept.items():
             writer.write(table.filter(pc.equal(column, tier)))
 
-    def close(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def close(self) -> dict[str, list[dict[str, Any]]]:
+        """The marker's lists: "parts", and "rejected" and "quarantine", the entries of the files
+        the task made for those folders ({"path" in the run folder, "rows", "bytes", "sha256"})."""
+        phase, task = self.spec.phase.index, self.spec.task
         parts = [{**p.to_json(), **({"tier": tier} if tier else {})}
                  for tier, w in self.kept.items() for p in w.close()]
-        rejected = [w.close().path for _, w in sorted(self.rejected.items())]
+        rejected = [{**w.close().to_json(), "path": self.layout.rejected(phase, task, stage)}
+                    for stage, w in sorted(self.rejected.items())]
         self._quarantine.close()
-        return parts, rejected
+        quarantine = []
+        if self._quarantine_file is not None:
+            out = self._quarantine_file
+            quarantine.append({"path": self.layout.quarantine(phase, task), "rows": self.quarantined,
+                               "bytes": out.bytes, "sha256": out.sha256.hexdigest()})
+        return {"parts": parts, "rejected": rejected, "quarantine": quarantine}
 
     def abort(self) -> None:
         self._quarantine.__exit__(RuntimeError, RuntimeError("aborted"), None)
@@ -135,10 +146,21 @@ class TaskOutput:
             w.abort()
 
 
+def current_marker(marker: dict[str, Any]) -> bool:
+    """Whether a task's marker is one this ylink writes (it lists the task's quarantine file): an
+    older one's task runs again, as its rejected/ and quarantine/ files were not staged."""
+    return isinstance(marker.get("quarantine"), list)
+
+
 def execute_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one task to completion and return (and persist) its completion marker."""
     _crash_if_asked(spec)
     layout = RunLayout.for_url(spec.cfg.output.path, spec.cfg.storage_options(spec.cfg.output.path))
+    with layout.writing():
+        return _execute(spec, layout)
+
+
+def _execute(spec: TaskSpec, layout: RunLayout) -> dict[str, Any]:
     stats = TaskStats()
     out = TaskOutput(layout, spec)
     phase = spec.phase
@@ -152,12 +174,11 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
             if table.num_rows and keyer is not None:
                 table = _add_keys(keyer, phase.outgoing, table)
             out.write(table)
-        parts, rejected = out.close()
+        files = out.close()
     except BaseException:
         out.abort()
         raise
-    marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(),
-              "parts": parts, "rejected": rejected,
+    marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(), **files,
               "quarantined": out.quarantined}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker

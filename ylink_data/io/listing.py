@@ -126,11 +126,10 @@ def _expand(fs: fsspec.AbstractFileSystem, path: str, pattern: str, storage_opti
     if shards is not None:
         return [(p, size, sha) for p, (size, sha) in shards.items()]
     files, folders = _list(fs, path)
-    # Runs in the listing: folders matched by a wildcard, and folders holding a ylink run.json; the
-    # outermost only (a run's tier folders hold manifests of their own, listed by the run's), and
+    # Runs in the listing: folders matched by a wildcard, and folders that hold a run (`_run_folders`);
+    # the outermost only (a run's tier folders hold manifests of their own, listed by the run's), and
     # never the run's own output folder (`excluded`), which is no input even while it is unfinished.
-    candidates = sorted(set(folders) | {p.rpartition("/")[0] for p, _ in files
-                                        if p.endswith("/run.json") and _is_ylink_run(fs, p)})
+    candidates = sorted(set(folders) | _run_folders(fs, [p for p, _ in files]))
     runs: dict[str, dict[str, tuple[int, str]]] = {}
     for root in candidates:
         if any(root.startswith(r + "/") for r in runs) or (excluded and excluded.holds(fs, root)):
@@ -194,6 +193,30 @@ def _run_shards(fs: fsspec.AbstractFileSystem, path: str, pattern: str,
                              "which is missing or of another size: the run is damaged; rerun it")
         shards[full] = (shard.ref.size, shard.ref.sha256)
     return shards
+
+
+def _run_folders(fs: fsspec.AbstractFileSystem, files: list[str]) -> set[str]:
+    """The folders among listed files that hold a ylink run: its run.json, or its manifest.json beside
+    a data/ folder, or one that reads as a ylink manifest. A run copied without run.json is still a
+    run: read as loose files, its rejected/ rows would come back as documents, its card and JSON
+    files as bad records."""
+    data = {p.rsplit("/", 2)[0] for p in files if p.rsplit("/", 2)[-2:-1] == ["data"]}
+    found = set()
+    for p in files:
+        folder, _, name = p.rpartition("/")
+        if (name == "run.json" and _is_ylink_run(fs, p)) or (name == "manifest.json" and
+                                                             (folder in data or _is_ylink_manifest(fs, p))):
+            found.add(folder)
+    return found
+
+
+def _is_ylink_manifest(fs: fsspec.AbstractFileSystem, manifest: str) -> bool:
+    """Whether `manifest` reads as a ylink manifest (a version and a list of shards), not any file so named."""
+    try:
+        data = json.loads(fs.cat_file(manifest))
+    except (FileNotFoundError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("version"), int) and isinstance(data.get("shards"), list)
 
 
 def _is_ylink_run(fs: fsspec.AbstractFileSystem, run_json: str) -> bool:

@@ -21,6 +21,7 @@ from ylink_data.core.storage import filesystem
 from ylink_data.io.listing import InputFile
 from ylink_data.io.readers.base import Bad, Record, Skip, Split
 from ylink_data.io.readers.decompress import decompressed
+from ylink_data.io.run_files import damaged
 from ylink_data.io.readers.registry import (AUTO, COMPRESSION, Planning, format_of_extension, listed, reader_for,
                                             readers, sniffed_format)
 
@@ -161,9 +162,8 @@ def check_run_shard(split: Split, digest: str) -> None:
     the run is damaged, and reading it would pass off a part of it as the whole (its rows as one
     quarantined "unreadable file", or worse, altered rows as documents)."""
     if digest != split.sha256:
-        raise InputError(f"{redact_url(split.url)}: its sha256 is not the one its run's manifest.json lists "
-                         f"({digest[:12]}... vs {split.sha256[:12]}...): the run was damaged after it was written; "
-                         "rerun that run, or copy it again")
+        raise InputError(damaged(redact_url(split.url), f"its sha256 is not the one its run's manifest.json lists "
+                                                        f"({digest[:12]}... vs {split.sha256[:12]}...)"))
 
 
 def read_split(split: Split, f: IO[bytes], cfg: InputConfig) -> Iterator[Record | Skip | Bad]:

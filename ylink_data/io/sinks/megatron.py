@@ -52,6 +52,7 @@ class MegatronSink(Sink):
     name = "megatron"
     key = "megatron"
     label = "Megatron files"
+    whole_run_files = (DATA_PATH,)
     dtype: str = "uint16"      # of the .bin files: uint16 or int32
     tokenizer: dict | None = None  # LoadedTokenizer.describe(): what the manifest records
     keep_token_ids: bool = True    # whether the Parquet shards keep their token_ids column
