@@ -28,6 +28,7 @@ import pyarrow.dataset
 import pytest
 
 import ylink_data
+from ylink_data.core.errors import RunStateError
 from ylink_data.core.storage import STOP_AT_ENV, STOP_EXIT_CODE
 from ylink_data.io.layout import RunLayout
 from ylink_data.io.manifest import Manifest
@@ -149,4 +150,46 @@ def test_worker_processes_stopped_at_publish_steps_leave_nothing_stray(setup):
         _run(cfg, f"{k}:{tmp / f'workers-count-{k}'}")
         ylink_data.run(cfg, progress=False)
         _assert_published(out, reference)
+        shutil.rmtree(out)
+
+
+# Files a finished run's folders may come to hold that its manifest does not list, made from one of its
+# files: what an older ylink's killed publish left (a whole copy at a temporary name, the issue's
+# `data/part-00001.parquet.tmp-HEX`), a file of the run's own naming that no manifest lists (an
+# attempt's leftover), and a file that is not the run's. The first two are removed, the last refused.
+STRAYS = {
+    "older temporary copy": (lambda name: f"{name}.tmp-0123456789ab", "removed"),
+    "this ylink's temporary copy": (lambda name: f".{name}.tmp-0123456789ab", "removed"),
+    "unlisted file of the run's naming": (lambda name: "part-00099.parquet" if name.startswith("part-") else
+                                          f"phase9-task-00099{name[name.index('-task-') + 11:]}", "removed"),
+    "file that is not the run's": (lambda name: f"notes-{name}", "refused"),
+}
+
+
+@pytest.mark.parametrize("stray", list(STRAYS))
+def test_a_finished_run_with_files_its_manifest_does_not_list_is_never_complete_with_them(setup, tmp_path, stray):
+    """Every folder of a finished run (data/, rejected/, quarantine/), each kind of stray file: the
+    rerun removes the run's own leftovers and says complete, or refuses what is not the run's in one
+    line naming it; readers never see a row the manifest does not list."""
+    _, _, reference, _ = setup
+    name_of, fate = STRAYS[stray]
+    manifest = json.loads((reference / "manifest.json").read_text())
+    files = [manifest["shards"][0]["path"], manifest["rejected"]["files"][0]["path"],
+             manifest["quarantine"]["files"][0]["path"]]
+    for rel in files:
+        out = tmp_path / "run"
+        shutil.copytree(reference, out)
+        folder, name = rel.rsplit("/", 1)
+        stray_path = out / folder / name_of(name)
+        shutil.copyfile(out / rel, stray_path)
+        cfg = json.loads((out / "run.json").read_text())["config"]
+        cfg["output"]["path"] = str(out)
+        if fate == "removed":
+            ylink_data.run(cfg, progress=False)
+            assert not stray_path.exists()
+            _assert_published(out, reference)
+        else:
+            with pytest.raises(RunStateError) as err:
+                ylink_data.run(cfg, progress=False)
+            assert f"{folder}/{stray_path.name}" in str(err.value) and "\n" not in str(err.value)
         shutil.rmtree(out)

@@ -32,7 +32,7 @@ from typing import Any, ContextManager
 import fsspec
 
 from ylink_data.core.storage import filesystem, is_temporary, join, remove, staging
-from ylink_data.io.manifest import Manifest, ManifestError
+from ylink_data.io.manifest import TASK_FILES, Manifest, ManifestError
 from ylink_data.io.sinks import SINKS
 
 # What a run writes, in the order --fresh removes it (after `withdraw_manifests`): the proofs of
@@ -224,7 +224,7 @@ class RunLayout:
     def files(self, work: bool = False) -> dict[str, int | None]:
         """{path relative to the run folder: size} of every file the run folder holds (with `work`,
         _work/'s too), listed afresh; never llm-cache/'s (kept apart, and large) nor the lock."""
-        self.fs.invalidate_cache(self.root)  # object stores: a listing cached by this process may be stale
+        self.fs.invalidate_cache()  # object stores: a listing cached by this process, of any folder, may be stale
         try:
             top = self.fs.ls(self.root, detail=True)
         except FileNotFoundError:
@@ -275,8 +275,7 @@ class RunLayout:
     def unlisted(self, manifest: Manifest) -> tuple[list[str], list[str]]:
         """The files of the run folder (outside _work/) that `manifest` does not account for: (the run's
         own leftovers, by their names, files that are not the run's)."""
-        expected = self.published_files(manifest)
-        extra = [rel for rel in self.files() if rel not in expected and rel not in _OPTIONAL_FILES]
+        extra = self._extra(manifest, self.files())
         own = [rel for rel in extra if "/" in rel and _own_name(rel.rsplit("/", 1)[-1])]
         return own, [rel for rel in extra if rel not in own]
 
@@ -287,8 +286,15 @@ class RunLayout:
         expected, found = self.published_files(manifest), self.files()
         missing = [f"{rel} (missing)" if rel not in found else f"{rel} ({found[rel]} bytes, not {size})"
                    for rel, size in expected.items() if rel not in found or (size is not None and found[rel] != size)]
-        extra = [f"{rel} (not listed)" for rel in found if rel not in expected and rel not in _OPTIONAL_FILES]
-        return missing + extra
+        return missing + [f"{rel} (not listed)" for rel in self._extra(manifest, found)]
+
+    def _extra(self, manifest: Manifest, found: dict[str, int | None]) -> list[str]:
+        """The files of `found` that `manifest` does not account for. A manifest of an older ylink lists
+        no rejected/ or quarantine/ files: the files of those folders are its run's as they are."""
+        expected = self.published_files(manifest)
+        unlisted = [f"{kind}/" for kind in TASK_FILES if kind not in manifest.task_files]
+        return [rel for rel in found if rel not in expected and rel not in _OPTIONAL_FILES
+                and not rel.startswith(tuple(unlisted))]
 
 
 def own_entries() -> tuple[str, ...]:
