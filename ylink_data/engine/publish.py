@@ -22,6 +22,7 @@ simply redoes a job, and a published run's folder holds exactly what its manifes
 (`RunLayout.listing_problems`, checked at the end of every run)."""
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ylink_data.core.schema import DOCUMENT_SCHEMA
-from ylink_data.core.storage import publish_copy, write_json
+from ylink_data.core.storage import publish_copy, read_json, write_json
 from ylink_data.io.layout import RunLayout
 from ylink_data.io.manifest import SHARDS, TASK_FILES
 from ylink_data.io.parquet import file_schema, rewrite, union_schema
@@ -113,6 +114,19 @@ def publish_plan(layout: RunLayout, markers: dict[int, dict[int, dict]], sinks: 
         jobs += [PublishJob(layout, kind, i, schema, compression, entry=entry, phase=phase)
                  for i, (phase, entry) in enumerate(entries)]
     return jobs
+
+
+def recorded(layout: RunLayout, jobs: list[PublishJob]) -> dict[str, dict[str, Any]]:
+    """{marker: entry} of the jobs a previous attempt did (one listing of the markers' folder)."""
+    folder = layout.work("publish")
+    present = {p.rstrip("/").rsplit("/", 1)[-1] for p in layout.fs.ls(folder, detail=False)} \
+        if layout.fs.exists(folder) else set()
+    done = {}
+    for job in jobs:
+        if job.marker.rsplit("/", 1)[-1] in present:
+            with contextlib.suppress(FileNotFoundError, ValueError):  # an unreadable marker: the job is redone
+                done[job.marker] = read_json(layout.fs, job.marker)
+    return done
 
 
 def _schemas(layout: RunLayout, paths: list[str]) -> list[pa.Schema]:

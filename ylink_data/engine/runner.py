@@ -40,7 +40,7 @@ from ylink_data.engine.node_paths import node_local_warning
 from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.stage_warnings import stage_warnings
-from ylink_data.engine.publish import publish, publish_plan
+from ylink_data.engine.publish import publish, publish_plan, recorded
 from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
@@ -432,12 +432,7 @@ class Runner:
         self.layout.sweep()
         jobs = publish_plan(self.layout, markers, sinks, self.tiers[1] if self.tiers else [None],
                             self.cfg.output.shard_bytes, self.cfg.output.compression)
-        entries: dict[str, dict] = {}
-        present = {p.rstrip("/").rsplit("/", 1)[-1] for p in self._listed(self.layout.work("publish"))}
-        for job in jobs:
-            marker = load_marker(self.layout, job.marker) if job.marker.rsplit("/", 1)[-1] in present else None
-            if marker is not None:
-                entries[job.marker] = marker
+        entries = recorded(self.layout, jobs)
         todo = [job for job in jobs if job.marker not in entries]
         shards = sum(1 for job in jobs if job.kind == SHARDS)
         handle = self.progress.phase(publish_label(sinks), shards, shards - sum(1 for j in todo if j.kind == SHARDS))
@@ -451,10 +446,6 @@ class Runner:
                            describe=lambda i: f"publish {todo[i].kind} {todo[i].index}")
         self.progress.finish(handle)
         return {kind: [entries[job.marker] for job in jobs if job.kind == kind] for kind in (SHARDS, *TASK_FILES)}
-
-    def _listed(self, folder: str) -> list[str]:
-        fs = self.layout.fs
-        return fs.ls(folder, detail=False) if fs.exists(folder) else []
 
     def _existing_markers(self, folder: str, key: str = r"task-(\d+)\.json") -> dict[int, dict]:
         fs = self.layout.fs
