@@ -160,9 +160,17 @@ def test_document_text_is_escaped(run_dir: Path, tmp_path: Path):
     assert _parse(page).tags <= _parse(Path(run_dir / "report.html").read_text()).tags | {"details", "summary"}
 
 
-def test_report_without_rejected_documents_says_what_it_shows(run_dir: Path, tmp_path: Path):
-    copy = tmp_path / "run"
+def _without_rejected(run_dir: Path, copy: Path) -> Path:
+    """A copy of the run as one with keep_rejected off holds it: no rejected/, none in its manifest."""
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("rejected", "report.html"))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["rejected"] = {"rows": 0, "files": []}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def test_report_without_rejected_documents_says_what_it_shows(run_dir: Path, tmp_path: Path):
+    copy = _without_rejected(run_dir, tmp_path / "run")
     info = json.loads((copy / "run.json").read_text())
     info["config"]["output"]["keep_rejected"] = False
     (copy / "run.json").write_text(json.dumps(info))
@@ -285,8 +293,7 @@ def test_preview_by_default_shows_what_a_looser_threshold_brings_back(run_dir: P
     assert f"{back.num_rows} newly kept" in repr(looser)
     assert preview_op(str(run_dir), "gopher_quality", {"min_doc_words": 10}, n=10_000, source="all").table.equals(looser.table)
     # a run without rejected/ previews its kept documents and says what it cannot show
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("rejected", "report.html"))
+    copy = _without_rejected(run_dir, tmp_path / "run")
     kept_only = preview_op(str(copy), "gopher_quality", {"min_doc_words": 10}, n=10_000)
     assert kept_only.newly_kept.num_rows == 0 and "keep_rejected: true" in repr(kept_only)
     with pytest.raises(ValueError, match="'auto', 'kept', 'rejected', 'both', 'all'"):
