@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from typing import Any
 
 import fsspec
@@ -34,6 +35,9 @@ import fsspec
 from ylink_data.core.storage import filesystem, is_local
 
 _BLOCK = 4 << 20
+# A stamp taken this soon after a file's last change may share its clock tick with a later change
+# (NFS servers' clocks too): it cannot vouch that the file did not change since (io/input_versions.py).
+RACY_NS = 2_000_000_000
 # Local files hashed by this process: (path, stat stamp) -> digest. Small (one entry per file read).
 _MEMO: dict[tuple[str, tuple[int, int, int, int]], str] = {}
 
@@ -72,7 +76,9 @@ def _file_digest(fs: fsspec.AbstractFileSystem, path: str, algorithm: str = "bla
     key = (f"{algorithm}:{end}:{os.path.realpath(path)}", _stamp(path))
     if key not in _MEMO:
         digest = _hash_file(fs, path, algorithm, end)
-        if _stamp(path) == key[1]:  # not rewritten while it was read
+        # not rewritten while it was read, nor too soon after its last write for its stamp to vouch for
+        # it (a second write in the same clock tick would leave the stamp equal)
+        if _stamp(path) == key[1] and time.time_ns() - key[1][3] >= RACY_NS:
             _MEMO[key] = digest
         return digest
     return _MEMO[key]

@@ -434,8 +434,10 @@ class Runner:
         # (other CPUs), and a file it does not overwrite would be read as its own.
         if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
             self.layout.fs.rm(self.layout.resolve_dir(phase.index), recursive=True)
-        # the files it reads (a saved index) are what run.json names, from before it reads them to after
-        checked_load(self.cfg, idx - 1, name, params, expected, lambda: op.resolve(ctx))
+        # the files it reads (a saved index) are what run.json names; checked before only, as the op may
+        # write them itself (minhash_dedup's save_index into the folder of its index)
+        checked_load(self.cfg, idx - 1, name, params, expected, lambda: None)
+        op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self.scheduler.counter.completed_one()
         return ctx.decisions

@@ -34,15 +34,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Sequence
 
-from ylink_data.core.digest import new_digest, store_version
+from ylink_data.core.digest import RACY_NS, new_digest, store_version
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.storage import filesystem, is_local
 
 BLOCK = 4 << 20
-RACY_NS = 2_000_000_000  # a change this close to the stamp may share its clock tick (NFS servers' clocks too)
 _READ = 1 << 20
-_CHECKERS = 4  # files checked at once by a resumed run (hashing and reading release the GIL)
+_CHECKERS = 16  # files checked at once by a rerun (hashing, reading and asking a store release the GIL)
 
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode (not the device: NFS clients differ)
 
