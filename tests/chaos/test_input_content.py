@@ -250,7 +250,7 @@ def test_a_killed_runs_file_touched_while_part_of_it_is_unread_is_refused(tmp_pa
     assert killed.returncode == 75, killed.stderr
     time.sleep(0.05)
     _copied_back(files[0])
-    with pytest.raises(RunStateError, match="read other content of .*A.jsonl"):
+    with pytest.raises(RunStateError, match="whose input files changed since it read them .*: .*A.jsonl"):
         ylink_data.run(_config(files, out, split_bytes), progress=False)
 
 
@@ -272,5 +272,32 @@ def test_inputs_on_s3_are_known_by_their_etag(tmp_path):
         data = bytearray(fs.cat_file("bucket/in/A.jsonl"))
         data[len(data) // 2] ^= 1  # the same size: only the store's hash tells
         fs.pipe_file("bucket/in/A.jsonl", bytes(data))
-        with pytest.raises(RunStateError, match="read other content of s3://bucket/in/A.jsonl"):
+        with pytest.raises(RunStateError, match="input files changed since it read them .*: s3://bucket/in/A.jsonl"):
             ylink_data.run(config, progress=False)
+
+
+@pytest.mark.parametrize("when", ["killed run", "finished run"])
+def test_a_run_from_before_inputs_were_recorded_is_refused_clearly(tmp_path, when):
+    """A run folder written by a ylink that recorded no content of its inputs (run.json without
+    "input content", markers without "inputs"): nothing can tell whether they changed, so a rerun is
+    refused in one line that names --fresh, and --fresh works."""
+    files, split_bytes = _inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    config = _config(files, out, split_bytes)
+    (tmp_path / "p.yaml").write_text(json.dumps(config))
+    if when == "killed run":
+        assert ylink("run", tmp_path / "p.yaml", env={"YLINK_FAIL_AFTER_TASKS": "2"}).returncode == 75
+        for marker in (out / "_work" / "phase0" / "done").glob("task-*.json"):
+            marker.write_text(json.dumps({k: v for k, v in json.loads(marker.read_text()).items() if k != "inputs"}))
+    else:
+        ylink_data.run(config, progress=False)
+        info = json.loads((out / "run.json").read_text())
+        manifest = json.loads((out / "manifest.json").read_text())
+        info["fingerprint"] = manifest["fingerprint"] = info.pop("plan_fingerprint")  # as then: one fingerprint
+        del info["fingerprinted"][INPUT_CONTENT], info["input stamps"]
+        (out / "run.json").write_text(json.dumps(info))
+        (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RunStateError, match="from before ylink recorded what its input files hold .*--fresh"):
+        ylink_data.run(config, progress=False)
+    ylink_data.run(config, fresh=True, progress=False)
+    _assert_equals_a_clean_run(out, files, split_bytes)

@@ -294,9 +294,9 @@ class Runner:
         changed = changed_files(records, files, self.cfg.storage_options)
         if changed:
             more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-            raise RunStateError(f"output.path {layout.url} holds a run that read other content of "
-                                f"{', '.join(changed[:3])}{more} (changed since, same name and size); rerun with "
-                                "--fresh to replace it, or choose another output.path")
+            raise RunStateError(f"output.path {layout.url} holds a run whose input files changed since it read "
+                                f"them (same name and size): {', '.join(changed[:3])}{more}; rerun with --fresh to "
+                                "replace it, or choose another output.path")
 
     def _record_input_content(self, plan: _Plan, markers: dict[int, dict]) -> None:
         """Once phase 0 has read every input file: each file's content id goes into the fingerprinted
