@@ -488,6 +488,7 @@ class Runner:
                     found[int(m.group(1))] = marker
         return found
 
+
 def _digest(fingerprinted: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
 

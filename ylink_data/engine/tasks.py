@@ -154,8 +154,11 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
     out = TaskOutput(layout, spec)
     phase = spec.phase
     ops = [(idx, name, cached_op(name, params, spec.cfg, idx, spec.files_read)) for idx, name, params in phase.ops]
-    keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg, *phase.outgoing[:1], spec.files_read) \
-        if phase.outgoing else None
+    if phase.outgoing:
+        idx, name, params = phase.outgoing
+        keyer = cached_op(name, params, spec.cfg, idx, spec.files_read)
+    else:
+        keyer = None
     reads: list[dict[str, Any]] = []  # phase 0: what each split read was (io/input_versions.py)
     try:
         stream = _read_input(spec, stats, out, reads) if phase.index == 0 else _read_parts(spec, layout, stats, out)
@@ -197,7 +200,8 @@ def _crash_if_asked(spec: TaskSpec) -> None:
 # ----------------------------------------------------------------------------- sources
 
 
-def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput, reads: list[dict[str, Any]]) -> Iterator[pa.Table]:
+def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput,
+                reads: list[dict[str, Any]]) -> Iterator[pa.Table]:
     """Phase 0: records of the task's splits, as batches of the document schema; what was read of each
     split is appended to `reads`."""
     read = stats.stage(0, "read")

@@ -76,7 +76,8 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
                              f"remove it from input.paths or set input.chat: false")
         planned = reader.plan(file, compression, planning)
         # Each split hashes its share of the file's blocks and checks the file is what the listing saw.
-        splits += [dataclasses.replace(s, piece=(i, len(planned)), listed=file.listed) for i, s in enumerate(planned)]
+        splits += [dataclasses.replace(s, piece=(i, len(planned)), listed=file.listed)
+                   for i, s in enumerate(planned)]
     return splits
 
 
