@@ -60,15 +60,12 @@ from ylink_data.text.dedup import verified
 from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, pair_jaccard, priorities
 from ylink_data.core.errors import InputError
 from ylink_data.core.storage import filesystem, read_json, write_json
-from ylink_data.ops.workspace import Workspace, read_key_columns, write_decision_file
+from ylink_data.ops.workspace import DUP_EVIDENCE, Workspace, read_key_columns, removal_breakdowns, write_decision_file
 from ylink_data.text.transform.units import unit_languages
 from ylink_data.ops import register
 from ylink_data.ops.base import Fraction, GlobalOp
 
 REASON = "minhash_dedup"
-# Rejected rows only: the kept document a removed one copies, and their measured similarity.
-EVIDENCE_COLUMNS = ("dup_of", "dup_similarity")
-SIMILARITY_BINS = 20  # stats.json's histogram of the removals' similarities: 0.05 wide
 
 
 @register
@@ -227,18 +224,7 @@ class MinHashDedup(GlobalOp):
     def decision_breakdowns(self, table: pa.Table, dropped: np.ndarray) -> dict[str, Counter]:
         """Per source (`source_column`) the documents this op saw and those it removed, and the
         removals' similarities in bins of 0.05 (`0.80` holds [0.80, 0.85); `1.00` exact copies)."""
-        if self.source_column in table.column_names:
-            sources = table.column(self.source_column).cast(pa.string()).fill_null("(none)").to_pylist()
-        else:
-            sources = ["(none)"] * table.num_rows
-        out = {"in_by_source": Counter(sources),
-               "removed_by_source": Counter(s for s, d in zip(sources, dropped) if d)}
-        if "dup_similarity" in table.column_names and dropped.any():
-            sims = table.column("dup_similarity").to_numpy(zero_copy_only=False)[dropped]
-            sims = sims[~np.isnan(sims)]
-            bins = np.minimum(np.floor(sims * SIMILARITY_BINS + 1e-9), SIMILARITY_BINS) / SIMILARITY_BINS
-            out["similarity"] = Counter(f"{b:.2f}" for b in bins)
-        return out
+        return removal_breakdowns(table, dropped, self.source_column)
 
     def _save_index(self, ctx: Workspace, tasks: list[int], previous: "SavedIndex | None") -> None:
         """Bucket keys and shingle sets of every document this run keeps (and of the index it read),
@@ -553,7 +539,7 @@ def _decide_task(fs: fsspec.AbstractFileSystem, folders: list[str], tasks: list[
     task_index = np.searchsorted(offsets, node, side="right") - 1
     decisions = pa.table({"task": pa.array(np.asarray(tasks, np.int64)[task_index], pa.int32()),
                           "row": pa.array(node - offsets[task_index], pa.int64()), **cols})
-    write_decision_file(fs, path, decisions, rejected_only=EVIDENCE_COLUMNS)
+    write_decision_file(fs, path, decisions, rejected_only=DUP_EVIDENCE)
     return path
 
 
