@@ -33,6 +33,14 @@ the documents a run keeps; `index: URL` dedups a new run against them (increment
 crawl snapshots): a new document verified near an indexed one is removed, the indexed one having
 been kept before. Index files are checked against their sha256 before use.
 
+A run never matches its own documents in an index: each entry names the run folder that saved it
+(`run`), and a run reads none of its own (a rerun, --fresh or not, decides as its first run did,
+and its save replaces them); and no document is paired with an entry of its own id (the same
+record read by a run into another folder). Each save writes files of new names
+(`keys-<run>-<save>-<task>.parquet`) and then index.json in one atomic write, the commit point: a
+save stopped before it leaves the index as it was, and the files it no longer lists are removed
+after it. Two runs saving into one index at the same time: the last index.json wins.
+
 Memory is bounded by `rows_per_partition` bucket keys (or edges, or 4 x as many shingle hashes) per
 task, not by the corpus, and every step after the keys runs in at least two partitions per CPU;
 neither changes which documents are kept. When the verified pairs fit in one task
@@ -42,6 +50,7 @@ connected components out of core (`ylink_data.text.dedup.components`).
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -57,9 +66,10 @@ from ylink_data.text.dedup import components
 from ylink_data.text.dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys, source_keys
 from ylink_data.text.dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures_from_hashes
 from ylink_data.text.dedup import verified
-from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, pair_jaccard, priorities
+from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, identities, pair_jaccard, priorities
 from ylink_data.core.errors import InputError
-from ylink_data.core.storage import filesystem, read_json, write_json
+from ylink_data.core.redaction import redact_url
+from ylink_data.core.storage import atomic_write, filesystem, full_url, read_json, write_json
 from ylink_data.ops.workspace import DUP_EVIDENCE, Workspace, read_key_columns, removal_breakdowns, write_decision_file
 from ylink_data.text.transform.units import unit_languages
 from ylink_data.ops import register
@@ -160,11 +170,12 @@ class MinHashDedup(GlobalOp):
     def resolve(self, ctx: Workspace) -> None:
         tasks = sorted(t for t in ctx.parts if ctx.rows.get(t))
         offsets = np.cumsum([0] + [ctx.rows[t] for t in tasks])
+        me = run_identity(ctx)
         index = (SavedIndex.open(self.index, ctx.storage_options(self.index), self.index_meta(), self.verify)
                  if self.index else None)
-        index_files = index.files() if index else []
+        index_files = index.files(other_than=me) if index else []  # never this run's own earlier entries
         owners = Owners(offsets, [first for _, first, _, _ in index_files])
-        partitions = ctx.partitions((ctx.total_rows + (index.documents if index else 0)) * self.bands,
+        partitions = ctx.partitions((ctx.total_rows + sum(rows for _, _, rows, _ in index_files)) * self.bands,
                                     self.rows_per_partition)
         work = ctx.work_path("minhash")
         fs = ctx.fs
@@ -173,10 +184,12 @@ class MinHashDedup(GlobalOp):
             cols["score"] = ctx.key_column("score")
         if self.verify:
             cols["shingles"] = ctx.key_column("shingles")
+        if index_files:  # an earlier run may hold entries of these very documents: pair none with its own id
+            cols["ident"] = "id"
         args = [(ctx.fs, t, ctx.parts[t], int(offsets[i]), cols, self.keep, partitions, work)
                 for i, t in enumerate(tasks)]
         emitted = ctx.run_tasks(_emit_keys, args, "minhash_dedup: band keys")
-        if index:
+        if index_files:
             args = [(index.fs, path, sha, first, rows, partitions, fs, work) for path, first, rows, sha in index_files]
             ctx.run_tasks(_emit_index_keys, args, "minhash_dedup: index keys")
         pairs = sum(ctx.run_tasks(_bucket_edges, [(fs, work, q, owners) for q in range(partitions)],
@@ -198,7 +211,7 @@ class MinHashDedup(GlobalOp):
             if sum(verified):
                 self._decide(ctx, work, partitions, sum(verified), tasks, offsets)
         if self.save_index:
-            self._save_index(ctx, tasks, index)
+            self._save_index(ctx, tasks, index, me)
 
     def _decide(self, ctx: Workspace, work: str, parts: int, pairs: int, tasks: list[int],
                 offsets: np.ndarray) -> None:
@@ -226,9 +239,12 @@ class MinHashDedup(GlobalOp):
         removals' similarities in bins of 0.05 (`0.80` holds [0.80, 0.85); `1.00` exact copies)."""
         return removal_breakdowns(table, dropped, self.source_column)
 
-    def _save_index(self, ctx: Workspace, tasks: list[int], previous: "SavedIndex | None") -> None:
-        """Bucket keys and shingle sets of every document this run keeps (and of the index it read),
-        for later runs."""
+    def _save_index(self, ctx: Workspace, tasks: list[int], previous: "SavedIndex | None", me: str) -> None:
+        """Bucket keys and shingle sets of every document this run keeps, with the entries of the index
+        it read (less its own earlier ones, which these replace), for later runs. Each save writes
+        files of its own names (`keys-<run>-<save>-<task>.parquet`), then index.json in one atomic
+        write, the commit point: a save stopped before it leaves the index as it was. Files that the
+        commit leaves unlisted (this run's earlier save, or one that stopped) are removed after it."""
         fs, root = filesystem(self.save_index, ctx.storage_options(self.save_index))
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
@@ -238,16 +254,38 @@ class MinHashDedup(GlobalOp):
             gone = gone.filter(pc.is_valid(gone.column("reason")))
             for t, r in zip(gone.column("task").to_pylist(), gone.column("row").to_pylist()):
                 dropped[t].append(r)
-        stamp = hashlib.sha256(ctx.run_url.encode()).hexdigest()[:12]
+        stamp = run_stamp(me)
+        save = uuid.uuid4().hex[:8]
         cols = [ctx.key_column("bands"), "id"] + ([ctx.key_column("shingles")] if self.verify else [])
-        args = [(ctx.fs, ctx.parts[t], cols, sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{t:05d}.parquet")
+        args = [(ctx.fs, ctx.parts[t], cols, sorted(dropped[t]), fs, f"{root}/keys-{stamp}-{save}-{t:05d}.parquet")
                 for t in tasks]
-        files = [written for written in ctx.run_tasks(_write_index_part, args, "minhash_dedup: save index")
+        files = [{**written, "run": me} for written in ctx.run_tasks(_write_index_part, args, "minhash_dedup: save index")
                  if written["rows"]]
         if previous:
-            files = previous.copy_to(fs, root) + files
+            files = previous.copy_to(fs, root, other_than=me) + files
+        try:
+            superseded = [f["path"] for f in read_json(fs, f"{root}/{INDEX_FILE}").get("files", [])]
+        except (FileNotFoundError, ValueError, AttributeError):
+            superseded = []
         write_json(fs, f"{root}/{INDEX_FILE}", {**self.index_meta(), "shingles": self.verify,
                                                "documents": sum(f["rows"] for f in files), "files": files})
+        listed = {f["path"] for f in files}
+        ours = [p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
+        for name in set(superseded) | {n for n in ours if f"keys-{stamp}-" in n}:
+            if name not in listed:
+                fs.rm_file(f"{root}/{name}")
+
+
+def run_identity(ctx: Workspace) -> str:
+    """Which run an index entry came from: the run folder's full URL, without credentials (a rerun
+    into the same output.path, --fresh or not, is the same run)."""
+    fs, root = filesystem(ctx.run_url, ctx.storage_options(ctx.run_url))
+    return redact_url(full_url(fs, root.rstrip("/")))
+
+
+def run_stamp(identity: str) -> str:
+    """The short name of a run in its index files' names."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 
 # ----------------------------------------------------------------------------- keys as bytes
@@ -354,6 +392,9 @@ def _emit_keys(fs: fsspec.AbstractFileSystem, task: int, paths: list[str], offse
         keys = keys.reshape(-1)
         rows = pa.table({"key": keys, "node": np.repeat(nodes[valid], width),
                          "priority": np.repeat(priority[valid], width)})
+        if "ident" in cols:
+            ident = identities(table.column(cols["ident"]).filter(pa.array(valid)).to_pylist())
+            rows = rows.append_column("ident", pa.array(np.repeat(ident, width)))
         for q, part in _split_by_partition(rows, keys % np.uint64(partitions), partitions):
             _write(fs, f"{work}/buckets/to-{q:05d}/from-{task:05d}.arrow", part)
     hashes = _values_in(fs, paths, cols["shingles"]) if "shingles" in cols else 0
@@ -381,7 +422,8 @@ def _bucket_edges(fs, work: str, q: int, owners: Owners) -> int:
     if table is None:
         return 0
     m, f, pm, pf = bucket_edges(table.column("key").to_numpy(), table.column("node").to_numpy(),
-                                table.column("priority").to_numpy())
+                                table.column("priority").to_numpy(),
+                                table.column("ident").to_numpy() if "ident" in table.column_names else None)
     if not m.size:
         return 0
     requests = pa.table({"node": np.r_[m, f], "center": np.r_[f, f], "priority": np.r_[pm, pf]})
@@ -589,39 +631,47 @@ class SavedIndex:
                              f"rebuild it with verify: true, or set verify: false here too")
         return cls(fs, root, meta)
 
-    @property
-    def documents(self) -> int:
-        return int(self.meta["documents"])
+    def entries(self, other_than: str) -> list[dict]:
+        """index.json's file entries, less those of the run `other_than` (its earlier saves: an entry
+        names its run, or, saved before entries did, carries the run's stamp in its file name)."""
+        stamp = f"keys-{run_stamp(other_than)}-"
+        return [f for f in self.meta["files"]
+                if f.get("run", other_than if f["path"].startswith(stamp) else None) != other_than]
 
-    def files(self) -> list[tuple[str, int, int, str]]:
-        """(path, first document number, rows, sha256) per key file."""
+    def files(self, other_than: str) -> list[tuple[str, int, int, str]]:
+        """(path, first document number, rows, sha256) per key file, less the run `other_than`'s."""
         out, first = [], 0
-        for f in self.meta["files"]:
+        for f in self.entries(other_than):
             out.append((f"{self.root}/{f['path']}", first, int(f["rows"]), f["sha256"]))
             first += int(f["rows"])
         return out
 
-    def copy_to(self, fs, root: str) -> list[dict]:
+    def copy_to(self, fs, root: str, other_than: str) -> list[dict]:
+        """The entries (less the run `other_than`'s) for an index at `root`, their files copied there
+        (each checked against its sha256) when it is another folder."""
         same = fs is self.fs and root == self.root
-        for f in self.meta["files"]:
+        entries = self.entries(other_than)
+        for f in entries:
             if not same:
                 data = self.fs.cat_file(f"{self.root}/{f['path']}")
                 if hashlib.sha256(data).hexdigest() != f["sha256"]:
                     raise InputError(f"minhash_dedup.index: {self.root}/{f['path']} does not match its sha256; "
                                      f"rebuild the index with save_index")
-                fs.pipe_file(f"{root}/{f['path']}", data)
-        return [dict(f) for f in self.meta["files"]]
+                with atomic_write(fs, f"{root}/{f['path']}") as out:
+                    out.write(data)
+        return [dict(f) for f in entries]
 
 
 def _emit_index_keys(fs, path: str, sha256: str, first: int, rows: int, partitions: int, work_fs, work: str
                      ) -> int:
     """An index file's bucket rows (its documents first in every bucket: node < 0), by key partition."""
-    table = read_index_file(fs, path, sha256, ["bands"])
+    table = read_index_file(fs, path, sha256, ["bands", "id"])
     nodes = -1 - first - np.arange(rows, dtype=np.int64)
     keys = band_rows(table.column("bands"))
     width = keys.shape[1]
     flat = keys.reshape(-1)
-    keys = pa.table({"key": flat, "node": np.repeat(nodes, width), "priority": np.zeros(flat.size)})
+    keys = pa.table({"key": flat, "node": np.repeat(nodes, width), "priority": np.zeros(flat.size),
+                     "ident": np.repeat(identities(table.column("id").to_pylist()), width)})
     name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
     for q, part in _split_by_partition(keys, flat % np.uint64(partitions), partitions):
         _write(work_fs, f"{work}/buckets/to-{q:05d}/index-{name}.arrow", part)
@@ -643,6 +693,6 @@ def _write_index_part(run_fs: fsspec.AbstractFileSystem, paths: list[str], cols:
     sink = pa.BufferOutputStream()
     pq.write_table(pa.table(out), sink, compression="lz4")
     data = sink.getvalue().to_pybytes()
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    fs.pipe_file(path, data)
+    with atomic_write(fs, path) as f:
+        f.write(data)
     return {"path": name, "rows": table.num_rows, "sha256": hashlib.sha256(data).hexdigest()}
