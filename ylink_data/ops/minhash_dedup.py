@@ -8,10 +8,11 @@ copy of a document that is kept.
    of Jaccard 0.80 shares a bucket 95% of the time, 0.85 99.4%): recall first, since step 3
    verifies every candidate. Each band becomes one 64-bit bucket key. With `verify` (the default)
    the document's shingle hashes are kept too.
-   Documents without a single shingle get no keys.
+   Documents without a single shingle get no keys. With `keep: least_boilerplate` (the default)
+   each document's boilerplate lines are counted too.
 2. candidate pairs: keys are shuffled by hash into partitions spilled to Parquet; in each bucket
-   every document is paired with the bucket's best-ranked document (the one `keep` prefers:
-   `longest` by default, then input order).
+   every document is paired with the bucket's best-ranked document (the one `keep` prefers, then
+   input order).
 3. verification: the two documents of each pair meet in one partition with their shingle sets, and
    the pair stays only if the exact Jaccard of those sets reaches `threshold`.
 4. decisions (`ylink_data.text.dedup.verified.resolve`): in rank order, a document is removed when it was
@@ -21,6 +22,18 @@ copy of a document that is kept.
    `cluster_columns: true` adds `dup_cluster_id` (the kept document's id) and `dup_cluster_size`
    to the kept and removed documents of a cluster. stats.json counts, per source (`source_column`),
    the documents that came in and those removed, and the similarities of the removals.
+
+Which copy stays (`keep`, `ylink_data.text.dedup.keep`): `least_boilerplate` (the default) ranks
+first the document with the fewest lines that C4's line rules remove (share bars, bylines,
+copyright and navigation lines), then the longest; `longest`, `first` (input order) and
+`highest_score` (`score_column`) are the others. Measured on 5,439 clusters of real pages mirrored
+as mirror sites do (bench/bench_keep.py, bench/RESULTS.md "Which copy to keep": the footer, header
+or three templates of other real pages added to trafilatura's evaluation pages and THUCNews
+articles), the clean original was kept in 90.4% of the clusters by `least_boilerplate`, 11.0% by
+`longest` (a copy with a footer is longer), 40.7% by `first`, 43.1% by `highest_score` (the
+default quality models read a prefix) and 49.4% by the member most similar to the rest of its
+cluster (right with three different templates, wrong when two copies share one). It loses to
+`longest` where a copy cut the article short (excerpts: 0.54 against 0.99).
 
 `verify: false` is the faster, looser mode: no shingle sets are stored or compared, and a document
 is removed when it shares one LSH bucket with a kept document. That is an estimate: two documents
@@ -66,7 +79,8 @@ from ylink_data.text.dedup import components
 from ylink_data.text.dedup.lsh import FALSE_NEGATIVE_WEIGHT, FALSE_POSITIVE_WEIGHT, band_keys, source_keys
 from ylink_data.text.dedup.minhash import is_empty, lsh_params, shingle_hashes, signatures_from_hashes
 from ylink_data.text.dedup import verified
-from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, identities, pair_jaccard, priorities
+from ylink_data.text.dedup.keep import DEFAULT_KEEP, KeepPolicy, boilerplate_counts, priorities
+from ylink_data.text.dedup.verified import bucket_edges, first_of_pairs, identities, pair_jaccard
 from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.storage import atomic_write, filesystem, full_url, read_json, write_json
@@ -81,8 +95,8 @@ REASON = "minhash_dedup"
 @register
 class MinHashDedup(GlobalOp):
     """Removes near duplicates across the whole run: a document goes only when the exact Jaccard
-    of its shingle set with a document that is kept reaches `threshold`; that document is the
-    longest of its cluster by default. See the module docstring."""
+    of its shingle set with a document that is kept reaches `threshold`; that document is the one
+    of its cluster with the fewest boilerplate lines by default (`keep`). See the module docstring."""
 
     name = "minhash_dedup"
     preload = ("ylink_data.text.dedup.kernels",)
@@ -112,7 +126,7 @@ class MinHashDedup(GlobalOp):
                  unit: Literal["auto", "word", "char"] = "auto",
                  word_ngram: PositiveInt | None = None,
                  char_ngram: PositiveInt | None = None,
-                 keep: Literal["longest", "first", "highest_score"] = "longest",
+                 keep: KeepPolicy = DEFAULT_KEEP,
                  score_column: str = "quality_score", cluster_columns: bool = False,
                  verify: bool = True, scope: Literal["global", "per_source"] = "global",
                  source_column: str = "source",
@@ -148,7 +162,8 @@ class MinHashDedup(GlobalOp):
             if name is not None and name not in table.column_names:
                 raise ValueError(f"minhash_dedup: no column {name!r} (columns: {', '.join(table.column_names)}); {why}")
         texts = [t or "" for t in table.column(self.column).to_pylist()]
-        hashes, offsets = shingle_hashes(texts, self.languages(table), unit=self.unit, word_ngram=self.word_ngram,
+        units = self.languages(table)
+        hashes, offsets = shingle_hashes(texts, units, unit=self.unit, word_ngram=self.word_ngram,
                                          char_ngram=self.char_ngram)
         sigs = signatures_from_hashes(hashes, offsets, num_perm=self.num_perm, seed=self.seed)
         keys = band_keys(sigs, self.bands, self.rows)
@@ -158,6 +173,8 @@ class MinHashDedup(GlobalOp):
                "length": pa.array([len(t) for t in texts], pa.int64())}
         if self.verify:
             out["shingles"] = set_column(hashes, offsets)
+        if self.keep == "least_boilerplate":
+            out["boilerplate"] = pa.array(boilerplate_counts(texts, units), pa.int64())
         if self.keep == "highest_score":
             if self.score_column not in table.column_names:
                 raise ValueError(f"minhash_dedup: keep: highest_score needs a {self.score_column!r} column "
@@ -182,6 +199,8 @@ class MinHashDedup(GlobalOp):
         cols = {"bands": ctx.key_column("bands"), "length": ctx.key_column("length")}
         if self.keep == "highest_score":
             cols["score"] = ctx.key_column("score")
+        if self.keep == "least_boilerplate":
+            cols["boilerplate"] = ctx.key_column("boilerplate")
         if self.verify:
             cols["shingles"] = ctx.key_column("shingles")
         if index_files:  # an earlier run may hold entries of these very documents: pair none with its own id
@@ -383,7 +402,8 @@ def _emit_keys(fs: fsspec.AbstractFileSystem, task: int, paths: list[str], offse
     table = read_key_columns(fs, paths, [c for k, c in cols.items() if k != "shingles"])
     nodes = offset + table.column("row").to_numpy()
     score = table.column(cols["score"]).to_numpy(zero_copy_only=False) if "score" in cols else None
-    priority = priorities(keep, table.column(cols["length"]).to_numpy(), score)
+    boilerplate = table.column(cols["boilerplate"]).to_numpy() if "boilerplate" in cols else None
+    priority = priorities(keep, table.column(cols["length"]).to_numpy(), score, boilerplate)
     bands = table.column(cols["bands"])
     valid = np.asarray(bands.is_valid())
     if valid.any():

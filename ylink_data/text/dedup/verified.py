@@ -3,9 +3,8 @@ one that is kept. Pure functions on arrays, shared by the `minhash_dedup` op (ou
 `lsh.near_duplicates` (in memory), so both decide alike.
 
 1. **Rank.** Every document has a rank, a total order: documents of an earlier run's index first
-   (node < 0: they are already published, so they are kept), then by `priority` (lower first:
-   minus the length for `keep: longest`, minus the score for `highest_score`, 0 for `first`), then
-   by input order (node). The best-ranked document of a group is the one kept.
+   (node < 0: they are already published, so they are kept), then by `priority` (lower first: the
+   `keep` policy's, `dedup.keep.priorities`), then by input order (node). The best-ranked document of a group is the one kept.
 2. **Candidates** (`bucket_edges`): in each LSH bucket, every document is a candidate copy of the
    bucket's best-ranked document other than itself (an earlier run's entry of the same document id
    is itself: a run that reads its documents again never finds them as their own copies). A document shares ~all its buckets with a near copy, so its
@@ -35,17 +34,6 @@ def rank_order(node: np.ndarray, priority: np.ndarray) -> np.ndarray:
 def _ranked_priority(node: np.ndarray, priority: np.ndarray) -> np.ndarray:
     """The priority with earlier runs' documents first (-inf): one sort key instead of two."""
     return np.where(node < 0, -np.inf, priority)
-
-
-def priorities(keep: str, length: np.ndarray, score: np.ndarray | None = None) -> np.ndarray:
-    """Each document's priority (lower is kept first) for a `keep` policy: `longest` (characters),
-    `highest_score` (a missing score ranks last), `first` (input order alone)."""
-    if keep == "longest":
-        return -np.asarray(length, np.float64)
-    if keep == "highest_score":
-        s = np.asarray(score, np.float64)
-        return np.where(np.isnan(s), np.inf, -s)
-    return np.zeros(len(length), np.float64)
 
 
 def bucket_edges(key: np.ndarray, node: np.ndarray, priority: np.ndarray, ident: np.ndarray | None = None
