@@ -264,7 +264,7 @@ def natural(args, scorer: Scorer) -> dict:
             union = set().union(*sets)
             lines = keep_policies.boilerplate_counts(members, [unit] * len(members))
             chosen = picks(members, unit, scorer)
-            heads = [m.lstrip().upper().startswith("CORRECTED") for m in members]
+            heads = ["CORRECTED" in (m.strip().splitlines() or [""])[0] for m in members]
             for policy, at in chosen.items():
                 coverage[policy] += len(sets[at]) / len(union)
                 extra[policy] += lines[at] - lines.min()
