@@ -206,3 +206,44 @@ def test_walk_of_index_runs_keeps_every_invariant(tmp_path, capfd):
             assert killed.returncode == 75, killed.stderr
             assert (world.idx / INDEX_FILE).read_bytes() == committed
             assert len(list(world.idx.glob("*keys-*"))) > len(world.check_index()["files"])  # its files, unlisted
+
+
+def test_bucket_edges_never_pair_a_document_with_its_own_id():
+    """Generated buckets where earlier runs' rows (node < 0) may carry the id of a document of this run
+    (0 to 2 entries of it): every pair joins two ids, its f ranks before its m, and each document is
+    paired, in each of its buckets, with the best-ranked row of another id ranking before it (brute force)."""
+    import numpy as np
+
+    from ylink_data.text.dedup.verified import bucket_edges, rank_order
+
+    rng = np.random.default_rng(39)
+    for _ in range(300):
+        n_run, n_index = int(rng.integers(1, 8)), int(rng.integers(0, 6))
+        run_ident = rng.choice(2**40, n_run, replace=False).astype(np.uint64)
+        # an index row is another document's, or an earlier entry of one of this run's documents
+        index_ident = np.where(rng.random(n_index) < 0.5, rng.choice(run_ident, n_index),
+                               rng.choice(2**40, n_index).astype(np.uint64) + np.uint64(2**41))
+        node = np.r_[np.arange(n_run), -1 - np.arange(n_index)].astype(np.int64)
+        ident = np.r_[run_ident, index_ident].astype(np.uint64)
+        priority = np.r_[rng.integers(0, 3, n_run).astype(float), np.zeros(n_index)]
+        rows = [(k, i) for k in range(int(rng.integers(1, 4))) for i in range(node.size) if rng.random() < 0.7]
+        if not rows:
+            continue
+        key = np.array([k for k, _ in rows], np.uint64)
+        at = np.array([i for _, i in rows])
+        m, f, _, _ = bucket_edges(key, node[at], priority[at], ident[at])
+        rank = np.empty(node.size, np.int64)
+        rank[rank_order(node, priority)] = np.arange(node.size)
+        index_of = {int(v): i for i, v in enumerate(node)}
+        expected = set()
+        for k in set(key.tolist()):
+            members = sorted(at[key == k], key=lambda i: rank[i])
+            for i in members:
+                if node[i] < 0:
+                    continue
+                other = [j for j in members if ident[j] != ident[i]]
+                if other and rank[other[0]] < rank[i]:
+                    expected.add((int(node[i]), int(node[other[0]])))
+        got = set(zip(m.tolist(), f.tolist()))
+        assert got == expected
+        assert all(ident[index_of[a]] != ident[index_of[b]] and rank[index_of[b]] < rank[index_of[a]] for a, b in got)
