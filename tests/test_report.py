@@ -101,7 +101,7 @@ def test_report_has_every_section_and_plot(report: str, run_dir: Path):
 
 def test_report_is_self_contained(report: str):
     page = _parse(report)
-    assert page.tags <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "nav",
+    assert page.tags <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "h4", "p", "nav",
                          "a", "main", "section", "div", "b", "span", "table", "thead", "tbody", "tr", "th", "td",
                          "pre", "details", "summary"}, "no script, link, img or iframe: nothing to load"
     assert page.links and all(link.startswith("#") for link in page.links), [l for l in page.links if not l.startswith("#")][:5]
@@ -147,6 +147,32 @@ def test_duplicates_section_shows_removals_per_source(report: str):
     section = section[:section.index("</section>")]
     assert "minhash_dedup: removals per source" in section and "share removed" in section
     assert "how close each removal was" in section  # the similarity histogram (inline SVG)
+
+
+def test_dedup_removals_sit_beside_the_document_kept_for_them(report: str, run_dir: Path):
+    """Every sampled removal of every dedup stage (issue 42 point 4): the document on its right is the
+    one its `dup_of` names, as the run holds it, with the removal's own similarity, grouped per source."""
+    run = ylink_data.open_run(str(run_dir))
+    docs = {}
+    for table in (run.to_arrow(), run.rejected()):
+        docs.update(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
+    removed = run.rejected().to_pylist()
+    evidence = {r["id"]: r for r in removed if r.get("dup_of")}
+    data = gather(run)
+    section = report[report.index('<section id="duplicates">'):]
+    section = section[:section.index("</section>")]
+    assert {s.stage for s in data.dup_sources} == {"exact_dedup", "minhash_dedup"}
+    for src in data.dup_sources:
+        assert f"<h4>{escape(src.source)} " in section
+        for pair in src.pairs:
+            row = evidence[pair.removed["id"]]
+            assert pair.removed["source"] == src.source and row["reason"] == src.stage
+            assert pair.kept["id"] == row["dup_of"] and pair.kept["text"] == docs[row["dup_of"]]
+            assert pair.similarity == pytest.approx(row["dup_similarity"])
+            block = next(b for b in section.split('<div class="pair">') if f"id {pair.removed['id']}" in b)
+            removed_at = block.index(escape(pair.removed["text"][:200]))
+            assert block.index(escape(pair.kept["text"][:200]), removed_at + 1) > removed_at  # on its right
+            assert f"similarity {pair.similarity:.2f}" in block and f"id {pair.kept['id']}" in block
 
 
 def test_document_text_is_escaped(run_dir: Path, tmp_path: Path):
@@ -354,9 +380,13 @@ def test_report_in_headless_chromium(report: str, run_dir: Path, tmp_path: Path)
         page.goto((run_dir / "report.html").as_uri(), wait_until="load")
         boxes = page.eval_on_selector_all("svg.plot", "els => els.map(e => [e.dataset.plot, e.getBoundingClientRect().width, e.getBoundingClientRect().height])")
         texts = page.eval_on_selector_all("svg.plot text", "els => els.length")
+        # each dedup pair: the removed document and the kept one side by side, on one row
+        pairs = page.eval_on_selector_all(".pair", "els => els.map(e => Array.from(e.querySelectorAll(':scope > div:not(.head)'))"
+                                          ".map(c => { const r = c.getBoundingClientRect(); return [r.left, r.top, r.width]; }))")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         browser.close()
     assert problems == []
     assert requests == [(run_dir / "report.html").as_uri()], "the page loads nothing but itself"
     assert len(boxes) >= 10 and all(w > 200 and h > 100 for _, w, h in boxes), boxes
     assert texts > 50  # axis labels and titles are text
+    assert pairs and all(len(p) == 2 and p[0][0] < p[1][0] and p[0][1] == p[1][1] and p[0][2] > 300 for p in pairs), pairs

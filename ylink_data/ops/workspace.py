@@ -26,10 +26,12 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,6 +39,10 @@ from ylink_data.io.parquet import ParquetFileWriter
 
 DECISION_COLUMNS = ("task", "row", "reason")
 REJECTED_ONLY_KEY = b"ylink.rejected_only"  # schema metadata: columns for rejected/ rows only
+# A dedup op's evidence on its rejected rows: the id of the document kept for a removed one, and the
+# similarity measured between them (1.0 for an exact copy).
+DUP_EVIDENCE = ("dup_of", "dup_similarity")
+SIMILARITY_BINS = 20  # stats.json's histogram of the removals' similarities: 0.05 wide
 
 
 class Workspace(ABC):
@@ -99,6 +105,24 @@ def write_decision_file(fs: fsspec.AbstractFileSystem, path: str, table: pa.Tabl
     writer = ParquetFileWriter(fs, path, "zstd")
     writer.write(table)
     writer.close()
+
+
+def removal_breakdowns(table: pa.Table, dropped: np.ndarray, source_column: str) -> dict[str, Counter]:
+    """A dedup op's `decision_breakdowns`: per source (`source_column`) the documents it saw and those
+    it removed, and the removals' similarities (`dup_similarity`) in bins of 0.05 (`0.80` holds
+    [0.80, 0.85); `1.00` exact copies)."""
+    if source_column in table.column_names:
+        sources = table.column(source_column).cast(pa.string()).fill_null("(none)").to_pylist()
+    else:
+        sources = ["(none)"] * table.num_rows
+    out = {"in_by_source": Counter(sources),
+           "removed_by_source": Counter(s for s, d in zip(sources, dropped) if d)}
+    if "dup_similarity" in table.column_names and dropped.any():
+        sims = table.column("dup_similarity").to_numpy(zero_copy_only=False)[dropped]
+        sims = sims[~np.isnan(sims)]
+        bins = np.minimum(np.floor(sims * SIMILARITY_BINS + 1e-9), SIMILARITY_BINS) / SIMILARITY_BINS
+        out["similarity"] = Counter(f"{b:.2f}" for b in bins)
+    return out
 
 
 def read_key_columns(fs: fsspec.AbstractFileSystem, paths: list[str], columns: list[str]) -> pa.Table:

@@ -10,7 +10,7 @@ import yaml
 
 from ylink_data.core.version import __version__
 from ylink_data.report import plots
-from ylink_data.report.gather import ReportData, StageRow
+from ylink_data.report.gather import DupPair, DupSource, ReportData, StageRow
 
 TEXT_CHARS = 600
 
@@ -37,6 +37,10 @@ svg.plot{max-width:100%;height:auto;display:block;margin:6px 0;background:#fff}
 .kpi{display:inline-block;background:#fff;border:1px solid #dde3e6;border-radius:4px;padding:8px 14px;margin:4px 8px 4px 0}
 .kpi b{display:block;font-size:18px} .kpi span{font-size:12px;color:#546e7a}
 details summary{cursor:pointer;font-size:13px}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:8px;margin:6px 0 12px}
+.pair .head{grid-column:1/3;font-size:12px;color:#37474f}
+.pair .side{font-size:11px;font-weight:600;color:#546e7a;margin-bottom:2px}
+h4{font-size:13px;margin:14px 0 4px;word-break:break-all}
 """
 
 SECTIONS = [("summary", "Summary"), ("funnel", "Funnel"), ("drops", "Dropped documents"),
@@ -211,7 +215,38 @@ def _duplicates(d: ReportData) -> str:
         parts.append(_note("Set `cluster_columns: true` on minhash_dedup for cluster sizes."))
     for st in d.stages:
         parts += _removals_by_source(st)
+        parts += _pairs(st, [s for s in d.dup_sources if s.stage == st.name])
     return _section("duplicates", *parts)
+
+
+def _pairs(st: StageRow, sources: list[DupSource]) -> list[str]:
+    """A dedup stage's removals side by side with the document kept in their place, per source."""
+    if not sources:
+        return []
+    parts = [f"<h3>{escape(st.name)}: removed and kept, side by side</h3>",
+             _note("Per source (the largest share removed first), a sample of its removals (the smallest hash of "
+                   "their id, seed 0): each removed document on the left, the document kept in its place "
+                   "(`dup_of`) on the right, with their similarity (`dup_similarity`: the exact Jaccard of their "
+                   "shingle sets; 1.00 for exact_dedup's equal keys).")]
+    for src in sources:
+        share = f", {src.removed / src.docs_in:.1%} of {src.docs_in:,}" if src.docs_in else ""
+        parts.append(f'<h4>{escape(str(src.source))} <span class="note">({src.removed:,} removed{share})</span></h4>')
+        parts += [_pair(p) for p in src.pairs]
+    return parts
+
+
+def _pair(p: DupPair) -> str:
+    similarity = "similarity —" if p.similarity is None else f"similarity {p.similarity:.2f}"
+    head = f'<div class="head">{escape(similarity)} · {escape(str(p.removed.get("reason")))}</div>'
+    removed = f'<div><div class="side">removed</div>{_doc_card(p.removed)}</div>'
+    if p.kept is None:
+        kept = (f'<div><div class="side">kept: {escape(str(p.removed.get("dup_of")))}</div>'
+                f'{_note("Not among this run’s documents: kept by an earlier run (minhash_dedup index).")}</div>')
+    else:
+        side = "kept" + (f" ({p.kept_note})" if p.kept_note else "")
+        kept = f'<div><div class="side">{escape(side)}</div>{_doc_card(p.kept)}</div>'
+    return f'<div class="pair">{head}{removed}{kept}</div>'
+
 
 
 SOURCES_SHOWN = 20  # sources in the removals table: the most removed share first
