@@ -11,21 +11,23 @@ it, and damage in one record never changes what its neighbours give.
   transfer or content encoding to undo). The few headers used are read as warcio reads them (first
   of a repeated name, value stripped). A member that fails a check or is cut short by the end of the
   file is read by warcio instead, that one member only; the fast path goes on at the next.
+  ClueWeb09's responses, for instance, end their HTTP headers with bare LF: warcio reads them. (The
+  fast path replaced FastWARC, issue 17: once a member is checked, parsing it again in C++ cost more
+  than reading the few headers needed, about 0.3 s of CPU per 333 MB.)
 - A member is inflated to at most input.max_record_bytes + 64 KiB (its record and the headers), never
   further: one that holds more is `too_large` at its offset (or the Skip its record's headers give:
   a request, a metadata record, an HTTP error), and reading goes on at the next gzip member that
   starts a record, found as after a corrupt member. (A member of one small record and 2 GB of NULs,
   9 MB compressed, took a worker to 1.8 GB; issue 39 point 14.) warcio's lines are bounded the same
-  way (`_bounded_lines`): it reads a line to its end however long, a buffer at a time. ClueWeb09's responses, for instance, end their HTTP headers with bare LF: warcio
-  reads them. (The fast path replaced FastWARC, issue 17: once a member is checked, parsing it
-  again in C++ cost more than reading the few headers needed, about 0.3 s of CPU per 333 MB.)
+  way (`_bounded_lines`): it reads a line to its end however long, a buffer at a time.
 - Uncompressed WARC, WET and ARC files are read by warcio alone: nothing there marks where a record
   ends but its own Content-Length, so the fast path's framing could not be checked.
 - A file gzipped whole (`gzip x.warc`: its first gzip member holds more than one record) is read
   the same way, as one inflated stream; a record's offset is its offset in that stream (what
-  `zcat` gives). Its one member is the whole file, inflated once as a stream, in bounded memory. Nothing in the compressed bytes marks where a record starts, so the split at 0
-  reads the whole file. In a file gzipped record by record, a member holding several records has
-  no offsets to name them by: it is one `Bad` naming the fix (`warcio recompress`).
+  `zcat` gives). Its one member is the whole file, inflated once as a stream in bounded memory.
+  Nothing in the compressed bytes marks where a record starts, so the split at 0 reads the whole file.
+  In a file gzipped record by record, a member holding several records has no offsets to name them
+  by: it is one `Bad` naming the fix (`warcio recompress`).
 
 warcio reports a damaged record (broken header, no Content-Length, corrupt or truncated gzip member,
 short content) as `Bad` and resumes at the next record instead of losing the rest of the file (in
