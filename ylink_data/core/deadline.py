@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from ylink_data.core.errors import DocumentError
 from ylink_data.core.timelimit import DocumentTimeout, time_limit, timeout_message
-from ylink_data.core.pipes import receive, send, serve_stdio, start_child
+from ylink_data.core.pipes import close_pipes, receive, send, serve_stdio, start_child
 
 GRACE_S = 0.5  # after the limit, for the child's own alarm to answer before it is killed
 START_LIMIT_S = 120.0  # imports and warm-up, on a machine busy with other work
@@ -136,8 +136,7 @@ class DeadlineProcess:
         if child is not None:
             child.kill()
             child.wait()
-            child.stdin.close()
-            child.stdout.close()
+            close_pipes(child)
 
     def __enter__(self) -> DeadlineProcess:
         return self
