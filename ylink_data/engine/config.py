@@ -153,7 +153,7 @@ def load_config(
         source = str(path)
         raw, base_dir = read_yaml(path), path.resolve().parent
     raw = apply_includes(raw, base_dir, source, seen=())
-    for key, value in parse_overrides(overrides):
+    for key, value in parse_overrides(overrides, source):
         set_dotted(raw, key, value, source)
     return validate_config(raw, source)
 

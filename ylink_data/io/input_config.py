@@ -72,6 +72,15 @@ class InputConfig(Strict):
     # A PDF stream that decodes past it, or whose filters cannot be decoded a piece at a time, is
     # `too_large` too (io/readers/pdf_filters.py): PDFium decodes a stream whole.
     max_unpacked_bytes: int = Field(64 * MiB, gt=0)
+    # The memory a document file may take in its reader child beyond the child's own (~130 MB, the
+    # readers loaded): the child's address space is bounded to that (RLIMIT_AS, core/memory.py), so
+    # an allocation past it fails, whatever makes it (Python, PDFium, lxml), and the file is
+    # quarantined as `too_large`, the run going on. The checks above are the fast path; this bounds
+    # what they cannot see (a 600 KB PDF whose stream they could not find took the reader to 4 GB).
+    # 2 GiB: twice the most max_unpacked_bytes lets a DOCX or PPTX parse into (1 GiB, above); the
+    # bundled documents take a few MB. One child per worker: a machine needs this much per CPU only
+    # when every worker reads such a file at once.
+    max_document_memory_bytes: int = Field(2048 * MiB, gt=0)
     # Read on only a uniform random sample of this many documents of the input (null: all of them),
     # to try a pipeline on a slice of a large corpus: exactly min(sample, documents) documents, drawn
     # without replacement, the same ones for the same sample_seed however the input is split into
