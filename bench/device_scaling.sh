@@ -27,11 +27,11 @@ say() { echo "[$(( $(date +%s) - started ))s] $*" | tee -a "$OUT/steps.txt"; }
 say "machine: $(nproc) CPUs; venv"
 "$PY" -m venv --system-site-packages "$VENV" || exit 1
 "$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELS" pydantic fsspec warcio zlib-ng zstandard \
-    charset-normalizer webencodings trafilatura lxml_html_clean resiliparse rjieba jieba ftfy rensa > "$OUT/pip.log" 2>&1 \
+    charset-normalizer webencodings trafilatura lxml_html_clean resiliparse rjieba jieba ftfy jinja2 rensa > "$OUT/pip.log" 2>&1 \
     || { say "pip install failed"; tail -20 "$OUT/pip.log"; exit 1; }
 export PYTHONPATH=$REPO
 "$VENV/bin/python" -c "import pydantic, trafilatura, resiliparse, rjieba, jieba, rensa, numba, pyarrow, warcio; \
-import ylink_data.ops.extract, ylink_data.ops.minhash_dedup, ylink_data.engine.runner" || { say "imports failed"; exit 1; }
+from ylink_data.ops import load_ops; load_ops(); import ylink_data.engine.runner, ylink_data.cli" || { say "imports failed"; exit 1; }
 
 have=$(nproc)
 CPUS=${CPUS:-}

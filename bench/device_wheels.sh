@@ -17,9 +17,10 @@ DEST=bench/device-wheels
 PY=${PYTHON:-python3}
 rm -rf "$DEST" && mkdir -p "$DEST"
 
-# What `ylink run` imports for these pipelines (pyproject.toml's versions), and the peer.
+# What `ylink run` imports for these pipelines (validating a config imports every op module: jinja2
+# for sft), at pyproject.toml's versions, and the peer.
 PACKAGES=(pydantic "fsspec>=2024.6" "warcio>=1.7" "zlib-ng>=0.5" "zstandard>=0.22" "charset-normalizer>=3"
-          "webencodings>=0.5" "trafilatura>=2.0" "resiliparse>=0.15" "rjieba>=0.1" "ftfy>=6" rensa)
+          "webencodings>=0.5" "trafilatura>=2.0" "resiliparse>=0.15" "rjieba>=0.1" "ftfy>=6" "jinja2>=3.1" rensa)
 "$PY" -m pip download --quiet --dest "$DEST" --only-binary=:all: --python-version 3.12 --implementation cp \
     --abi cp312 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     "${PACKAGES[@]}"
