@@ -59,6 +59,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cores import multi_file_input  # noqa: E402
 from bench_minhash import REPO, run_measured, ylink_command  # noqa: E402
 
 DATA = REPO / "bench" / "_data"
@@ -73,15 +74,7 @@ PARAGRAPHS = 8000
 
 def e2e_input(files: int, copies: int) -> list[Path]:
     """`files` .warc.gz files, each the bundled crawl's .warc.gz files concatenated `copies` times."""
-    parts = sorted((REPO / "samples" / "crawl").glob("*.warc.gz"))
-    one = b"".join(p.read_bytes() for p in parts) * copies
-    folder = DATA / f"scaling-e2e-f{files}-x{copies}"
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"crawl-{k:03d}.warc.gz" for k in range(files)]
-    for p in paths:
-        if not p.exists() or p.stat().st_size != len(one):
-            p.write_bytes(one)
-    return paths
+    return multi_file_input(files, copies)
 
 
 def copies_input(docs: int, passages_file: str | None) -> Path:
