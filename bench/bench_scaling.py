@@ -129,9 +129,11 @@ def ceiling(n: int) -> float:
     return n * loops(1) / loops(n) if n > 1 else 1.0
 
 
-def measure(workload: str, config: Path, out: Path, n: int, repeat: int) -> dict:
+def measure(workload: str, config: Path, out: Path, n: int, repeat: int, sets: list[str] = ()) -> dict:
     log = OUT / f"{workload}-{n}cpu-r{repeat}.log"
     cmd = ylink_command() + ["run", str(config), "--fresh", "--no-progress", "--set", f"ray.num_cpus={n}"]
+    for s in sets:
+        cmd += ["--set", s]
     r = run_measured(cmd, log, cores(n), interval=0.1)  # raises, with the log's end, when the run fails
     stats = json.loads((out / "stats.json").read_text())
     return {"wall_s": r["wall"], "cpu_s": r["cpu_s"], "rss_max_proc_gb": r["rss_max_proc_gb"],
@@ -301,6 +303,8 @@ def main() -> None:
     ap.add_argument("--passages", help="the copy corpus's passages from this file (--export-passages)")
     ap.add_argument("--export-passages", help="write the copy corpus's passages to this file and stop")
     ap.add_argument("--deadline-s", type=float, default=0, help="skip runs that would start after this many seconds")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="passed to every `ylink run` (e.g. input.split_bytes=8388608: the tasks of before issue 40)")
     ap.add_argument("--json", help="write everything measured here")
     args = ap.parse_args()
     if args.export_passages:
@@ -339,7 +343,7 @@ def main() -> None:
                 if args.deadline_s and time.perf_counter() - started > args.deadline_s:
                     skipped.append(f"{w} {n} CPUs, repeat {r + 1}")
                     continue
-                got = measure(w, config, out, n, r)
+                got = measure(w, config, out, n, r, args.set)
                 runs[w].setdefault(n, []).append(got)
                 print(f"  repeat {r + 1} {w} {n} CPUs: {got['wall_s']:.2f} s, CPU {got['cpu_s']:.1f} s, "
                       f"{got['output_records']:,} kept", file=sys.stderr, flush=True)
@@ -354,7 +358,8 @@ def main() -> None:
     summaries = [summarise(w, runs[w], model_counts, ceilings) for w in workloads if runs[w].get(1)]
     machine = (f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores ({usable} usable), python "
                f"{platform.python_version()}; {dt.datetime.now(dt.timezone.utc).isoformat(timespec='minutes')}; "
-               f"load average {os.getloadavg()[0]:.1f}; ray.execution {args.execution}; repeats {args.repeats}")
+               f"load average {os.getloadavg()[0]:.1f}; ray.execution {args.execution}; repeats {args.repeats}"
+               + (f"; --set {' '.join(args.set)}" if args.set else ""))
     text = [f"machine: {machine}", ""]
     for s in summaries:
         text += [markdown(s), ""]
