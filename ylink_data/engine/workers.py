@@ -93,10 +93,13 @@ class _Zygote:
                                      pass_fds=(theirs.fileno(),), env=env)
         theirs.close()
         self.exits: dict[int, int] = {}
+        self._pending: deque[_Worker] = deque()  # forks asked for whose pid has not come yet
         self._buffer = b""
 
-    def fork(self) -> tuple[int, BinaryIO, BinaryIO]:
-        """A new worker: (pid, its requests pipe, its replies pipe). EOFError if the zygote died."""
+    def fork(self, worker: "_Worker") -> tuple[BinaryIO, BinaryIO]:
+        """Ask for a new worker: its requests pipe and its replies pipe, at once (tasks sent to it wait
+        in the pipe while the zygote still loads: the driver plans meanwhile); its pid comes later
+        (`pid`). EOFError if the zygote died."""
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         try:
@@ -108,11 +111,14 @@ class _Zygote:
         finally:  # the worker's ends: the zygote has its own copies now
             os.close(req_r)
             os.close(rep_w)
-        while True:
-            kind, pid, code = self._event(None)
-            if kind == b"p":
-                return pid, os.fdopen(req_w, "wb"), os.fdopen(rep_r, "rb")
-            self.exits[pid] = code
+        self._pending.append(worker)
+        return os.fdopen(req_w, "wb"), os.fdopen(rep_r, "rb")
+
+    def pid(self, worker: "_Worker") -> int:
+        """A forked worker's pid (the zygote says them in the order of the requests)."""
+        while worker.forked_pid is None:
+            self._take(self._event(None))
+        return worker.forked_pid
 
     def exit_code(self, pid: int, timeout: float = 5.0) -> int | None:
         """The exit code of a worker that ended (negative: the signal), once the zygote reaped it."""
@@ -120,10 +126,15 @@ class _Zygote:
             event = self._event(timeout)
             if event is None:
                 return None
-            kind, other, code = event
-            if kind == b"x":
-                self.exits[other] = code
+            self._take(event)
         return self.exits.pop(pid)
+
+    def _take(self, event: tuple[bytes, int, int]) -> None:
+        kind, pid, code = event
+        if kind == b"p":
+            self._pending.popleft().forked_pid = pid
+        else:
+            self.exits[pid] = code
 
     def _event(self, timeout: float | None) -> tuple[bytes, int, int] | None:
         while len(self._buffer) < _EVENT.size:
@@ -160,13 +171,18 @@ _ZYGOTE_FD_ENV = "YLINK_ZYGOTE_FD"
 class _Worker:
     def __init__(self, preload: Sequence[str] = (), zygote: _Zygote | None = None) -> None:
         self.zygote = zygote
+        self.forked_pid: int | None = None  # set by the zygote's answer
         if zygote is not None:
-            self.pid, self.stdin, self.stdout = zygote.fork()
             self.proc = None
+            self.stdin, self.stdout = zygote.fork(self)
         else:
             self.proc = start_child(__name__, env=_worker_env(preload))
-            self.pid, self.stdin, self.stdout = self.proc.pid, self.proc.stdin, self.proc.stdout
+            self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.task: int | None = None  # the index of the task it runs
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else self.zygote.pid(self)
 
     def send(self, fn: Callable, args: tuple) -> None:
         send(self.stdin, pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL))
@@ -196,7 +212,7 @@ class _Worker:
                 return None
         try:
             return self.zygote.exit_code(self.pid, 60.0 if timeout is None else timeout)
-        except EOFError:  # the zygote died (killed with the driver's process group): so did its workers
+        except (EOFError, OSError):  # the zygote died (killed with the driver's process group): so did its workers
             return None
 
     def close(self, kill: bool = False) -> None:
@@ -215,7 +231,7 @@ class _Worker:
     def _kill(self) -> None:
         try:
             os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, EOFError):  # gone already; or its zygote is, and it with it
             pass
 
 
