@@ -115,13 +115,22 @@ def cores(n: int) -> str:
     return "0" if n == 1 else f"0-{n - 1}"
 
 
+def pinned(cmd: list[str], n: int) -> list[str]:
+    """`cmd` on cores 0..n-1: under `taskset`, or where there is none (a bare image) through
+    `os.sched_setaffinity`, which the command and its children inherit as taskset's."""
+    if shutil.which("taskset"):
+        return ["taskset", "-c", cores(n)] + cmd
+    return [sys.executable, "-c", f"import os, sys; os.sched_setaffinity(0, range({n})); os.execvp(sys.argv[1], sys.argv[1:])",
+            *cmd]
+
+
 def ceiling(n: int) -> float:
     """N busy loops on N cores against one alone: N x t1 / tN (N on idle cores)."""
     code = "x = 0\nfor i in range(6_000_000): x += i\n"
 
     def loops(k: int) -> float:
         started = time.perf_counter()
-        procs = [subprocess.Popen(["taskset", "-c", cores(k), sys.executable, "-c", code]) for _ in range(k)]
+        procs = [subprocess.Popen(pinned([sys.executable, "-c", code], k)) for _ in range(k)]
         for p in procs:
             p.wait()
         return time.perf_counter() - started
@@ -134,7 +143,7 @@ def measure(workload: str, config: Path, out: Path, n: int, repeat: int, sets: l
     cmd = ylink_command() + ["run", str(config), "--fresh", "--no-progress", "--set", f"ray.num_cpus={n}"]
     for s in sets:
         cmd += ["--set", s]
-    r = run_measured(cmd, log, cores(n), interval=0.1)  # raises, with the log's end, when the run fails
+    r = run_measured(pinned(cmd, n), log, None, interval=0.1)  # raises, with the log's end, when the run fails
     stats = json.loads((out / "stats.json").read_text())
     return {"wall_s": r["wall"], "cpu_s": r["cpu_s"], "rss_max_proc_gb": r["rss_max_proc_gb"],
             "rss_sum_gb": r["rss_sum_gb"], "pss_sum_gb": r["pss_sum_gb"], "procs": r["procs"],
@@ -151,7 +160,7 @@ def rensa_side(folder: Path, repeat: int) -> dict:
     result = OUT / f"rensa-r{repeat}.json"
     cmd = [sys.executable, str(REPO / "bench" / "bench_dedup_verified.py"), "--child", "rensa-loop", "--input",
            str(folder), "--result", str(result), "--threshold", "0.8"]
-    r = run_measured(cmd, OUT / f"rensa-r{repeat}.log", "0", interval=0.1)
+    r = run_measured(pinned(cmd, 1), OUT / f"rensa-r{repeat}.log", None, interval=0.1)
     got = json.loads(result.read_text())
     return {"wall_s": r["wall"], "cpu_s": r["cpu_s"], "loop_s": got["work_s"], "removed": len(got["dropped"]),
             "rss_max_proc_gb": r["rss_max_proc_gb"]}

@@ -107,6 +107,7 @@ def main() -> None:
     ap.add_argument("--e2e-copies", type=int, default=4)
     ap.add_argument("--docs", type=int, default=200_000)
     ap.add_argument("--passages")
+    ap.add_argument("--parts", default="pipelines,minhash", help="what to measure: pipelines, minhash")
     ap.add_argument("--json", default=str(OUT / "sizing.json"))
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -118,14 +119,26 @@ def main() -> None:
                                            {"quality_classifier": {}}],
     }
     results: dict = {"pipelines": [], "minhash": {}}
-    for name, stages in pipelines.items():
+    parts = args.parts.split(",")
+    for name, stages in (pipelines.items() if "pipelines" in parts else ()):
         for cpus in (1, 2):
             got = run(name, warc, None, stages, cpus)
             results["pipelines"].append(got)
+            Path(args.json).write_text(json.dumps(results, indent=1))  # what is measured so far
             print(f"  {name} {cpus} CPU: {got['wall_s']:.1f} s, CPU {got['cpu_s']:.1f} s, largest process "
                   f"{got['rss_max_proc_gb']:.2f} GB, folder peak {got['peak_folder_bytes'] / 1e6:.0f} MB", file=sys.stderr,
                   flush=True)
     # MinHash's bytes per document: the same corpus with and without its keys, its index, its memory.
+    if "minhash" in parts:
+        results["minhash"] = minhash_sizing(args)
+    results["machine"] = (f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, python "
+                          f"{platform.python_version()}; {dt.datetime.now(dt.timezone.utc).isoformat(timespec='minutes')}; "
+                          f"load average {os.getloadavg()[0]:.1f}")
+    Path(args.json).write_text(json.dumps(results, indent=1))
+    print(markdown(results))
+
+
+def minhash_sizing(args) -> dict:
     folder = copies_input(args.docs, args.passages)
     docs = [str(folder / "part-*.jsonl")]
     index = OUT / "index"
@@ -136,7 +149,8 @@ def main() -> None:
     small = run("copies-minhash-bound", docs, "jsonl", [{"minhash_dedup": {"rows_per_partition": bound}}], 2)
     default2 = run("copies-minhash-2cpu", docs, "jsonl", [{"minhash_dedup": {}}], 2)
     index_bytes = sum(p.stat().st_size for p in index.rglob("*") if p.is_file())
-    results["minhash"] = {
+    shutil.rmtree(index, ignore_errors=True)
+    return {
         "docs": args.docs, "kept": mh["output_records"], "index_bytes": index_bytes,
         "index_bytes_per_kept_doc": index_bytes / max(1, mh["output_records"]),
         "runs": [bare, mh, small, default2], "rows_per_partition_bound": bound,
@@ -144,16 +158,12 @@ def main() -> None:
         "peak_folder_bytes_per_doc_without_minhash": bare["peak_folder_bytes"] / args.docs,
         "minhash_folder_bytes_per_doc": (mh["peak_folder_bytes"] - bare["peak_folder_bytes"]) / args.docs,
     }
-    shutil.rmtree(index, ignore_errors=True)
-    results["machine"] = (f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, python "
-                          f"{platform.python_version()}; {dt.datetime.now(dt.timezone.utc).isoformat(timespec='minutes')}; "
-                          f"load average {os.getloadavg()[0]:.1f}")
-    Path(args.json).write_text(json.dumps(results, indent=1))
-    print(markdown(results))
 
 
 def markdown(results: dict) -> str:
-    lines = [f"machine: {results['machine']}", "",
+    lines = [f"machine: {results['machine']}", ""]
+    if results["pipelines"]:
+        lines += [
              "| pipeline | CPUs | input MB | wall s | CPU s (tree) | CPU s / GB in | tasks' CPU s / GB | largest process GB | "
              "tree RSS GB | run folder peak / GB in | final / GB in |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -164,6 +174,8 @@ def markdown(results: dict) -> str:
                      f"{r['rss_sum_gb']:.2f} | {r['peak_folder_bytes'] / r['input_bytes']:.2f} | "
                      f"{r['final_folder_bytes'] / r['input_bytes']:.3f} |")
     m = results["minhash"]
+    if not m:
+        return "\n".join(lines)
     bare, mh, small, two = m["runs"]
     lines += ["", f"minhash_dedup on {m['docs']:,} documents of the copy-heavy corpus ({mh['input_bytes'] / 1e6:.0f} MB JSONL), "
               f"{m['kept']:,} kept:", "",
