@@ -219,9 +219,7 @@ def test_a_killed_driver_takes_its_worker_processes_with_it(tmp_path):
     workers: list[int] = []
 
     def two_workers_busy() -> bool:
-        # the workers are forked from the zygote (engine/workers.py), a child of the driver
-        workers[:] = [pid for pid in _descendants(proc.pid)
-                      if "ylink_data.engine.workers" in _cmdline(pid) and "--zygote" not in _cmdline(pid)]
+        workers[:] = [pid for pid in _children(proc.pid) if "ylink_data.engine.workers" in _cmdline(pid)]
         return len(workers) == 2 and _done_markers(out, 0) >= 1
 
     wait_until(two_workers_busy, proc, "two worker processes running tasks")
@@ -252,15 +250,6 @@ def _children(pid: int) -> list[int]:
                 found += [int(c) for c in f.read().split()]
         except OSError:
             continue
-    return found
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        for child in _children(todo.pop()):
-            found.append(child)
-            todo.append(child)
     return found
 
 

@@ -96,29 +96,3 @@ def test_a_worker_loads_its_runs_op_modules_only_and_any_other_op_on_demand():
         assert _run(pool, builds, [("pii",)])[0] == "ylink_data.ops.pii"  # not preloaded: loaded when named
     finally:
         pool.close()
-
-
-def parent_and_loaded(module: str) -> tuple[int, int, bool]:
-    import sys
-
-    return os.getpid(), os.getppid(), module in sys.modules
-
-
-def test_workers_are_forked_from_one_warm_parent_and_replaced_from_it():
-    """Workers are forked from one zygote that loaded the run's modules once (issue 40: a worker
-    started from nothing cost ~3 CPU s): every worker's parent is that process, not the driver, and
-    has the preloaded op module before its first task; a worker that dies is replaced from it."""
-    pool = WorkerPool(2, ["ylink_data.ops.gopher"])
-    try:
-        first = _run(pool, parent_and_loaded, [("ylink_data.ops.gopher",)] * 6)
-        parents = {parent for _, parent, _ in first.values()}
-        assert len(parents) == 1 and os.getpid() not in parents
-        assert all(loaded for *_, loaded in first.values())
-        pids = {pid for pid, _, _ in first.values()}
-        for pid in pids:  # both die between batches: the next batch gets new workers, from the same zygote
-            os.kill(pid, 9)
-        second = _run(pool, parent_and_loaded, [("ylink_data.ops.gopher",)] * 4)
-        assert {parent for _, parent, _ in second.values()} == parents
-        assert not {pid for pid, _, _ in second.values()} & pids
-    finally:
-        pool.close()
