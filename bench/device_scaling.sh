@@ -25,11 +25,21 @@ say() { echo "[$(( $(date +%s) - started ))s] $*" | tee -a "$OUT/steps.txt"; }
 
 { uname -a; "$PY" --version; nproc; lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|Thread|MHz|L3"; free -g; } > "$OUT/machine.txt" 2>&1
 say "machine: $(nproc) CPUs; venv"
-"$PY" -m venv --system-site-packages "$VENV" || exit 1
-"$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELS" pydantic fsspec warcio zlib-ng zstandard \
-    charset-normalizer webencodings trafilatura lxml_html_clean resiliparse rjieba jieba ftfy jinja2 rensa > "$OUT/pip.log" 2>&1 \
-    || { say "pip install failed"; tail -20 "$OUT/pip.log"; exit 1; }
+NEEDED=(pydantic fsspec warcio zlib-ng zstandard charset-normalizer webencodings trafilatura lxml_html_clean
+        resiliparse rjieba jieba ftfy jinja2 rensa)
 export PYTHONPATH=$REPO
+if "$PY" -m venv --system-site-packages "$VENV" > "$OUT/venv.log" 2>&1 && [ -x "$VENV/bin/pip" ]; then
+    "$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELS" "${NEEDED[@]}" > "$OUT/pip.log" 2>&1 \
+        || { say "pip install failed"; tail -20 "$OUT/pip.log"; exit 1; }
+else  # an image without ensurepip: the wheels into a folder on the image's own Python's path
+    say "no venv ($(tail -1 "$OUT/venv.log")): installing into $VENV/site"
+    mkdir -p "$VENV/bin"
+    # every wheel there, without resolving (the image's numpy, pyarrow... are the dependencies it lacks)
+    "$PY" -m pip install --quiet --no-index --no-deps --target "$VENV/site" "$WHEELS"/*.whl > "$OUT/pip.log" 2>&1 \
+        || { say "pip install failed"; tail -20 "$OUT/pip.log"; exit 1; }
+    ln -sf "$(command -v "$PY")" "$VENV/bin/python"
+    export PYTHONPATH=$REPO:$VENV/site
+fi
 "$VENV/bin/python" -c "import pydantic, trafilatura, resiliparse, rjieba, jieba, rensa, numba, pyarrow, warcio; \
 from ylink_data.ops import load_ops; load_ops(); import ylink_data.engine.runner, ylink_data.cli" || { say "imports failed"; exit 1; }
 
