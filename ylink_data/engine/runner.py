@@ -18,20 +18,21 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ylink_data.core.version import __version__
 from ylink_data.engine.config import PipelineConfig, load_config
 from ylink_data.core.errors import ConfigError, RunStateError
 from ylink_data.core.storage import read_json, write_json, writing_into
+from ylink_data.io.input_versions import changed_files, file_contents, recorded_files
 from ylink_data.io.listing import InputFile, input_files
 from ylink_data.io.readers import group_splits, plan_splits
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import build_op, op_class
 from ylink_data.engine.card import write_dataset_card
 from ylink_data.engine.column_check import column_problems
-from ylink_data.engine.files_read import files_read
+from ylink_data.engine.files_read import Expected, checked_load, expected_files, files_read
 from ylink_data.engine.global_phase import GlobalContext
 from ylink_data.io.layout import RunLayout
 from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, Manifest, write_manifest
@@ -46,6 +47,11 @@ from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, timin
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan, split_bytes
+
+
+# run.json: [url, content id] of every input file, in the fingerprinted configuration once phase 0 has
+# read them (io/input_versions.py), and [url, stamp] of the local ones whose stamp can vouch for them.
+INPUT_CONTENT, INPUT_STAMPS = "input content", "input stamps"
 
 
 class RunResult(NamedTuple):
@@ -67,9 +73,14 @@ class _Plan:
     files: list[InputFile]
     tasks: list[list]
     phases: list[Phase]
-    fingerprint: str
+    fingerprint: str  # of the configuration and the input files' names and sizes: run.json's "plan_fingerprint"
     fingerprinted: dict[str, Any]
     sinks: list[Sink]  # the output formats: Parquet shards, and what `output:` asks for
+    # The fingerprint with the content of every input file (run.json's "fingerprint", the manifest's),
+    # known once phase 0 has read them all (`Runner._record_input_content`).
+    sealed: str | None = None
+    stamps: list[list] | None = None  # [url, stamp] of the local input files whose stamp can vouch for them
+    expected: Expected = field(default_factory=dict)  # what every worker checks the ops' files against
 
 
 class Runner:
@@ -78,6 +89,7 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
+        self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         self.scheduler = Scheduler(cfg.ray, on_start=self._warn_about_node_local_paths,
                                    on_notice=self.progress.waiting,
                                    preload=_worker_modules(cfg.ops))
@@ -109,8 +121,10 @@ class Runner:
             decisions: list[str] = []
             for phase in plan.phases:
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
+                if phase.index == 0:
+                    self._record_input_content(plan, markers[0])
                 if phase.outgoing:
-                    decisions = self._resolve(phase, markers[phase.index])
+                    decisions = self._resolve(phase, markers[phase.index], plan.expected)
             shards = self._publish(markers[plan.phases[-1].index], plan.sinks)
         # A shard's marker holds each sink's entry (its Megatron pair, JSONL files): the manifest
         # lists them apart, in each sink's section.
@@ -131,7 +145,7 @@ class Runner:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
         write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
-        manifest = Manifest(name=self.cfg.name, fingerprint=plan.fingerprint, rows=stats["output_records"],
+        manifest = Manifest(name=self.cfg.name, fingerprint=plan.sealed, rows=stats["output_records"],
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             ylink_version=__version__)
         tiers = self.tiers[1] if self.tiers else []
@@ -204,14 +218,15 @@ class Runner:
             raise ConfigError(wrong_columns)
         if read:
             fingerprinted["files read"] = read
-        digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
-        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_sinks(self.cfg))
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), _digest(fingerprinted), fingerprinted,
+                     plan_sinks(self.cfg), expected=expected_files(self.cfg, read))
 
     # ------------------------------------------------------------------ output folder state
 
     def _check_output_folder(self, plan: _Plan, lock: FolderLock) -> RunResult | None:
-        """Refuse to mix runs: a different config in the same folder needs --fresh. Returns the
-        finished run when this exact run is already complete."""
+        """Refuse to mix runs: a different config in the same folder, or input files whose content
+        changed since the run read them, needs --fresh. Returns the finished run when this exact run
+        is already complete."""
         layout = self.layout
         foreign = layout.foreign_entries()
         if foreign:
@@ -225,7 +240,9 @@ class Runner:
                                         "rerun with --fresh to replace it")
                 self._remove_run(lock)
             return None
-        same = previous.get("fingerprint") == plan.fingerprint
+        # run.json's "fingerprint" holds the inputs' content once phase 0 has read them; the
+        # configuration alone is "plan_fingerprint" (runs from before it existed: "fingerprint").
+        same = previous.get("plan_fingerprint", previous.get("fingerprint")) == plan.fingerprint
         if not same and not self.fresh:
             # run.json holds it redacted and through JSON: compare like with like, or a parameter
             # that holds a credential would always count as changed.
@@ -238,8 +255,9 @@ class Runner:
             self._remove_run(lock)
             return None
         manifest = load_marker(layout, layout.manifest)
+        self._check_inputs_unchanged(previous, manifest is not None, plan.files)
         if manifest is not None:
-            if manifest.get("fingerprint") != plan.fingerprint:
+            if manifest.get("fingerprint") != previous.get("fingerprint"):
                 raise RunStateError(f"output.path {layout.url} holds a finished run whose manifest.json is of another "
                                     "configuration than its run.json; rerun with --fresh to replace it")
             missing = layout.missing_shards(manifest)
@@ -260,6 +278,41 @@ class Runner:
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
 
+    def _check_inputs_unchanged(self, previous: dict[str, Any], finished: bool, files: list[InputFile]) -> None:
+        """The input files hold what the run in the folder read (io/input_versions.py): a finished
+        run's content ids (run.json), an unfinished one's tasks' records of what they read (their
+        markers, and input.sample's pass). A file that changed since is one line: the run is of other
+        input now, and resuming it would publish documents of both versions of the file."""
+        layout = self.layout
+        if finished:
+            contents = previous.get("fingerprinted", {}).get(INPUT_CONTENT)
+            records = None if contents is None else recorded_files(contents, previous.get(INPUT_STAMPS, []))
+        else:
+            read = list(self._existing_markers(layout.work("phase0", "done")).values())
+            sample = load_marker(layout, layout.sample_cut)
+            read += [sample] if sample is not None else []
+            records = None if any("inputs" not in m for m in read) else [r for m in read for r in m["inputs"]]
+        if records is None:
+            raise RunStateError(f"output.path {layout.url} holds a run from before ylink recorded what its input "
+                                f"files hold (ylink {previous.get('ylink_version', '?')}), so whether they changed "
+                                "since cannot be told; rerun with --fresh to replace it")
+        changed = changed_files(records, files, self.cfg.storage_options)
+        if changed:
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            raise RunStateError(f"output.path {layout.url} holds a run whose input files changed since it read "
+                                f"them (same name and size): {', '.join(changed[:3])}{more}; rerun with --fresh to "
+                                "replace it, or choose another output.path")
+
+    def _record_input_content(self, plan: _Plan, markers: dict[int, dict]) -> None:
+        """Once phase 0 has read every input file: each file's content id goes into the fingerprinted
+        configuration, and run.json's fingerprint (the manifest's) becomes that of the configuration
+        with the content of its inputs; the stamps that can vouch for a file spare a rerun hashing it."""
+        records = [r for m in markers.values() for r in m["inputs"]]
+        contents, plan.stamps = file_contents(plan.files, records)
+        plan.fingerprinted[INPUT_CONTENT] = contents
+        plan.sealed = _digest(plan.fingerprinted)
+        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
+
     def _remove_run(self, lock: FolderLock) -> None:
         lock.check()
         with writing_into(self.layout.url):
@@ -267,9 +320,11 @@ class Runner:
 
     def _run_info(self, plan: _Plan) -> dict[str, Any]:
         return self.cfg.redact({
-            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
-            "fingerprinted": plan.fingerprinted, "config": self.cfg.model_dump(exclude={"ops"}),
-            "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.sealed or plan.fingerprint,
+            "plan_fingerprint": plan.fingerprint, "fingerprinted": plan.fingerprinted,
+            **({INPUT_STAMPS: plan.stamps} if plan.sealed else {}),
+            "config": self.cfg.model_dump(exclude={"ops"}),
+            "tasks": len(plan.tasks), "started": self.started,
             "ylink_version": __version__})
 
     def _warn_about_node_local_paths(self, executor: Executor) -> None:
@@ -287,7 +342,7 @@ class Runner:
         for t, splits in enumerate(plan.tasks):
             if t in markers:
                 continue
-            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
+            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers, files_read=plan.expected)
             if phase.index == 0:
                 spec.splits = splits
                 spec.inline = self._inline_inputs(splits, where)
@@ -328,16 +383,19 @@ class Runner:
         if saved is not None and saved.get("sample") == n and saved.get("sample_seed") == seed:
             return tuple(saved["cut"]) if saved["cut"] is not None else None
         where = self.scheduler.where(len(plan.tasks))
-        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where))
+        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where),
+                          files_read=plan.expected)
                  for t, splits in enumerate(plan.tasks)]
         handle = self.progress.phase(f"sample: rank every document, keep {n:,}", len(specs))
         lowest: list[tuple[int, str]] = []
         documents = 0
+        reads: list[dict] = []  # what the pass read: a resumed run checks the files still hold it
 
         def on_done(i: int, result: dict) -> None:
             nonlocal lowest, documents
             lowest = heapq.nsmallest(n, [*lowest, *(tuple(key) for key in result["lowest"])])
             documents += result["documents"]
+            reads.extend(result["inputs"])
             files = sum(1 for split in specs[i].splits if split.end is None)
             self.progress.advance(handle, result["documents"], result["bytes"], files)
 
@@ -347,7 +405,7 @@ class Runner:
         self.progress.finish(handle)
         cut = list(lowest[-1]) if documents > n else None
         write_json(self.layout.fs, self.layout.sample_cut,
-                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut})
+                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut, "inputs": reads})
         return tuple(cut) if cut is not None else None
 
     def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
@@ -368,7 +426,7 @@ class Runner:
             names.append(f"{phase.outgoing[1]} keys")
         return f"phase {phase.index}: " + " → ".join(names)
 
-    def _resolve(self, phase: Phase, markers: dict[int, dict]) -> list[str]:
+    def _resolve(self, phase: Phase, markers: dict[int, dict], expected: Expected) -> list[str]:
         marker_path = self.layout.resolve_marker(phase.index)
         done = load_marker(self.layout, marker_path)
         if done is not None:
@@ -384,6 +442,9 @@ class Runner:
         # (other CPUs), and a file it does not overwrite would be read as its own.
         if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
             self.layout.fs.rm(self.layout.resolve_dir(phase.index), recursive=True)
+        # the files it reads (a saved index) are what run.json names; checked before only, as the op may
+        # write them itself (minhash_dedup's save_index into the folder of its index)
+        checked_load(self.cfg, idx - 1, name, params, expected, lambda: None)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self.scheduler.counter.completed_one()
@@ -436,6 +497,11 @@ class Runner:
                 if marker is not None:
                     found[int(m.group(1))] = marker
         return found
+
+
+def _digest(fingerprinted: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
+
 
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return op_class(name).fingerprint_params(params)

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ylink_data.engine.config import PipelineConfig
+from ylink_data.engine.files_read import Expected, checked_load
 from ylink_data.engine import executors
 from ylink_data.core.errors import InputError, YlinkError
 from ylink_data.core.storage import atomic_write, read_json, write_json
@@ -53,23 +54,33 @@ class TaskSpec:
     # Phase 0 with input.sample: the (priority, id) of the last document kept (`sample_priority`);
     # documents above it are dropped as `not_sampled`. None: every document is read on.
     sample_cut: tuple[int, str] | None = None
+    # What the files the ops read must be, as the driver fingerprinted them (engine/files_read.py)
+    files_read: Expected = field(default_factory=dict)
 
 
 # The `metadata` column's JSON: json.dumps(..., ensure_ascii=False, default=str), with the encoder
 # made once (json.dumps makes one per call when given options: 4 us of a document's 25 in phase 0).
 _METADATA_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 
-# Ops are built once per worker process and reused by every task it runs (models load once).
+# Ops are built once per worker process and reused by every task it runs (models load once), as long
+# as the files they read are the same (a run after a model changed loads it again).
 _OPS: dict[str, Any] = {}
 
 
-def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = None):
-    key = json.dumps([name, params], sort_keys=True, default=str)
+def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = None, stage: int = 0,
+              expected: Expected | None = None):
+    """The op of stage `stage` (1 + its position in `stages`), built and set up once per process;
+    in a run (`expected`: the driver's digests of the files ops read), only once the files it reads
+    are checked to be those (`checked_load`)."""
+    expected = {k: v for k, v in (expected or {}).items() if k.startswith(f"stages[{stage - 1}].{name}.")}
+    key = json.dumps([name, params, expected], sort_keys=True, default=str)
     if key not in _OPS:
-        op = build_op(name, params)
-        op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
-                           task_cpus=assigned_cpus()))
-        _OPS[key] = op
+        def load():
+            op = build_op(name, params)
+            op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
+                               task_cpus=assigned_cpus()))
+            return op
+        _OPS[key] = checked_load(cfg, stage - 1, name, params, expected, load) if expected else load()
     return _OPS[key]
 
 
@@ -142,10 +153,15 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
     stats = TaskStats()
     out = TaskOutput(layout, spec)
     phase = spec.phase
-    ops = [(idx, name, cached_op(name, params, spec.cfg)) for idx, name, params in phase.ops]
-    keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg) if phase.outgoing else None
+    ops = [(idx, name, cached_op(name, params, spec.cfg, idx, spec.files_read)) for idx, name, params in phase.ops]
+    if phase.outgoing:
+        idx, name, params = phase.outgoing
+        keyer = cached_op(name, params, spec.cfg, idx, spec.files_read)
+    else:
+        keyer = None
+    reads: list[dict[str, Any]] = []  # phase 0: what each split read was (io/input_versions.py)
     try:
-        stream = _read_input(spec, stats, out) if phase.index == 0 else _read_parts(spec, layout, stats, out)
+        stream = _read_input(spec, stats, out, reads) if phase.index == 0 else _read_parts(spec, layout, stats, out)
         for idx, name, op in ops:  # batches flow through the ops lazily, one at a time
             stream = _applied(op, idx, name, stream, stats, out)
         for table in stream:
@@ -158,7 +174,7 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
         raise
     marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(),
               "parts": parts, "rejected": rejected,
-              "quarantined": out.quarantined}
+              "quarantined": out.quarantined, **({"inputs": reads} if phase.index == 0 else {})}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker
 
@@ -184,8 +200,10 @@ def _crash_if_asked(spec: TaskSpec) -> None:
 # ----------------------------------------------------------------------------- sources
 
 
-def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:
-    """Phase 0: records of the task's splits, as batches of the document schema."""
+def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput,
+                reads: list[dict[str, Any]]) -> Iterator[pa.Table]:
+    """Phase 0: records of the task's splits, as batches of the document schema; what was read of each
+    split is appended to `reads`."""
     read = stats.stage(0, "read")
     cut, seed = spec.sample_cut, spec.cfg.input.sample_seed
     cols: dict[str, list] = {name: [] for name in DOCUMENT_SCHEMA.names}
@@ -200,7 +218,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
         # are the ids made from it; URLs that differ only in credentials name one file, which
         # the input list holds once (expand_paths), so ids stay unique.
         source = redact_url(split.url)
-        for item in _split_items(spec, split):
+        for item in _split_items(spec, split, reads):
             # every item is one record in, kept, dropped or quarantined: the read stage's books
             # balance as every other stage's (an unreadable record is counted in, then quarantined)
             stats.input_records += 1
@@ -265,27 +283,29 @@ def sample_scan(spec: TaskSpec) -> dict[str, Any]:
     no documents), the number of documents, and the bytes read. The driver merges the tasks' lists."""
     n, seed = spec.cfg.input.sample, spec.cfg.input.sample_seed
     counted = {"documents": 0, "bytes": 0}
+    reads: list[dict[str, Any]] = []
 
     def keys() -> Iterator[tuple[int, str]]:
         for split in spec.splits:
             counted["bytes"] += split_bytes(split)
             source = redact_url(split.url)
-            for item in _split_items(spec, split):
+            for item in _split_items(spec, split, reads):
                 if isinstance(item, Record):
                     counted["documents"] += 1
                     doc_id = document_id(source, item.offset)
                     yield sample_priority(seed, doc_id), doc_id
 
     lowest = heapq.nsmallest(n, keys())  # streams: holds n keys, not the task's documents
-    return {"lowest": [list(key) for key in lowest], **counted}
+    return {"lowest": [list(key) for key in lowest], **counted, "inputs": reads}
 
 
-def _split_items(spec: TaskSpec, split: Split) -> Iterator[Record | Skip | Bad]:
+def _split_items(spec: TaskSpec, split: Split, reads: list[dict[str, Any]]) -> Iterator[Record | Skip | Bad]:
     """The split's items. Bad records are items; an error that escapes the reader fails the task,
-    naming the file it came from (a task reads many small files: its own name says too little)."""
+    naming the file it came from (a task reads many small files: its own name says too little). The
+    file is checked to be the version the plan listed, before and after (`open_split`)."""
     inline = executors.get(spec.inline.get(split.url))  # put by the driver's executor
     try:
-        with open_split(split, spec.cfg.storage_options(split.url), inline) as f:
+        with open_split(split, spec.cfg.storage_options(split.url), inline, reads) as f:
             yield from read_split(split, f, spec.cfg.input)
     except YlinkError:
         raise
@@ -313,7 +333,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
     stage = stats.stage(idx, name)
     # Only an op that counts something here is built (quality_classifier's would load its models).
     counts = op_class(name).decision_breakdowns is not GlobalOp.decision_breakdowns
-    op = cached_op(name, params, spec.cfg) if counts else None
+    op = cached_op(name, params, spec.cfg, idx, spec.files_read) if counts else None
     decisions = read_decisions(layout.fs, spec.decisions, spec.task)
     row = 0
     for path in spec.parts:

@@ -27,8 +27,12 @@ class Skipped:
     path: str
     why: str  # "a FIFO (named pipe)"
 
+    def what(self) -> str:
+        """What the entry is: "a FIFO (named pipe)", "a symlink to a character device (/dev/zero)"."""
+        return f"a symlink to {self.why} ({os.readlink(self.path)})" if os.path.islink(self.path) else self.why
+
     def line(self) -> str:
-        what = f"a symlink to {self.why} ({os.readlink(self.path)})" if os.path.islink(self.path) else self.why
+        what = self.what()
         hint = " (a folder's listing does not follow it; name it in input.paths to read it)" if "folder" in what else ""
         return f"skipped {shown_name(self.path)}: it is {what}, not a file{hint}"
 

@@ -27,6 +27,8 @@ class InputConfig(Strict):
     # a URL line (http, s3...) names one file, taken as listed without a request per line at planning
     # (a dump lists ~90k files): a missing one fails when its task reads it. The list is read as a
     # stream (io/path_list.py); its lines are the run's input files, so a changed list is another run.
+    # A local list must be a regular file (not a FIFO, a device, a folder); lines of at most 64 KiB,
+    # 256 MiB of list in all.
     paths_from: Annotated[str, not_blank("a path list file or URL")] | None = None
     # Joined to the list's relative lines (not starting with / nor a scheme): a URL prefix such as
     # https://data.commoncrawl.org/ or s3://commoncrawl/, or a local folder. null: relative lines are

@@ -6,6 +6,7 @@ format is one `Reader` in `formats/` (registry.py says what a reader declares).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import math
@@ -18,6 +19,7 @@ from ylink_data.core.errors import InputError
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.digest import sha256_of
 from ylink_data.core.storage import filesystem
+from ylink_data.io.input_versions import SplitRead
 from ylink_data.io.listing import InputFile
 from ylink_data.io.readers.base import Bad, Record, Skip, Split
 from ylink_data.io.readers.decompress import decompressed
@@ -73,7 +75,10 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
         if cfg.chat and not reader.named_fields:
             raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
                              f"remove it from input.paths or set input.chat: false")
-        splits += reader.plan(file, compression, planning)
+        planned = reader.plan(file, compression, planning)
+        # Each split hashes its share of the file's blocks and checks the file is what the listing saw.
+        splits += [dataclasses.replace(s, piece=(i, len(planned)), listed=file.listed)
+                   for i, s in enumerate(planned)]
     return splits
 
 
@@ -132,15 +137,21 @@ def group_splits(splits: list[Split], target_bytes: int | None, max_files: int =
 
 
 @contextlib.contextmanager
-def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | None = None) -> Iterator[IO[bytes]]:
+def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | None = None,
+               reads: list[dict[str, Any]] | None = None) -> Iterator[IO[bytes]]:
     """The split's file, decompressed when the whole file is compressed (JSONL, text, HTML). A shard of
-    a finished run is checked against its manifest's sha256 first (`check_run_shard`)."""
+    a finished run is checked against its manifest's sha256 first (`check_run_shard`). With `reads`
+    (a pipeline's task), the file is checked to be the version its listing saw, before and after it is
+    read, and what was read is appended to `reads` (io/input_versions.py)."""
+    fs, path = filesystem(split.url, storage_options) if inline is None else (None, split.url)
+    checked = SplitRead(split, fs, path, inline) if reads is not None and split.sha256 is None else None
+    if checked is not None:
+        checked.before()
     if inline is not None:
         if split.sha256 is not None:
             check_run_shard(split, hashlib.sha256(inline).hexdigest())
         raw: IO[bytes] = io.BytesIO(inline)
     else:
-        fs, path = filesystem(split.url, storage_options)
         if split.sha256 is not None:
             check_run_shard(split, sha256_of(fs, path))
         raw = fs.open(path, "rb")
@@ -154,6 +165,9 @@ def open_split(split: Split, storage_options: dict[str, Any], inline: bytes | No
                 yield f
         else:
             yield raw
+    if checked is not None:
+        checked.after()
+        reads.append(checked.record())
 
 
 def check_run_shard(split: Split, digest: str) -> None:
