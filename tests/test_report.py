@@ -87,7 +87,7 @@ def test_report_has_every_section_and_plot(report: str, run_dir: Path):
         assert f'<section id="{key}">' in report
     plots = re.findall(r'data-plot="([^"]+)"', report)
     for name in ("funnel", "drops", "lengths", "languages", "hist-lang_score", "hist-quality_score",
-                 "hist-fineweb_line_punct_ratio", "hist-fineweb_short_line_ratio", "clusters", "throughput"):
+                 "hist-fineweb_line_punct_ratio", "hist-fineweb_short_line_ratio", "clusters", "throughput", "timeline"):
         assert name in plots, name
     assert _parse(report).svgs == len(plots) >= 10
     # the config section is the run's config as YAML
@@ -97,6 +97,24 @@ def test_report_has_every_section_and_plot(report: str, run_dir: Path):
     for stage in stats["stages"]:
         for reason, n in stage["dropped"].items():
             assert re.search(rf'<td class="l">{re.escape(reason)}</td><td class="l">{stage["name"]}</td><td class="">{n:,}<', report)
+
+
+def test_timeline_lists_every_batch_of_tasks_with_its_spread(report: str, run_dir: Path):
+    """The timeline (issue 40 point 3): a row for every step of stats.json's `timing` (each phase,
+    each global step, publish), with its tasks, wall, CPU and longest task."""
+    timing = json.loads((run_dir / "stats.json").read_text())["timing"]
+    section = report.split('<section id="timeline">', 1)[1].split("</section>", 1)[0]
+    assert 'data-plot="timeline"' in section
+    names = [s["name"] for s in timing["steps"]]
+    assert "phase 0" in names and "publish" in names and any(":" in n for n in names)  # a global op's steps too
+    for step in timing["steps"]:
+        walls = [t["wall_s"] for t in timing["tasks"][step["name"]]]
+        row = re.search(rf'<tr><td class="l">{re.escape(escape(step["name"]))}</td><td class="">{step["tasks"]:,}</td>(.*?)</tr>',
+                        section)
+        assert row, step["name"]
+        cells = [float(c.replace(",", "")) for c in re.findall(r'<td class="">([\d.,]+)</td>', row.group(1))]
+        assert cells[4] == pytest.approx(max(walls), rel=0.01, abs=0.001)  # the longest task (3 digits shown)
+    assert f"The run took {timing['wall_s']:.2f} s" in section
 
 
 def test_report_is_self_contained(report: str):

@@ -17,6 +17,7 @@ import heapq
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -42,10 +43,10 @@ from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.stage_warnings import stage_warnings
 from ylink_data.engine.publish import pack_shards, publish_shard
-from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
+from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, timing_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
-from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
+from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan, split_bytes
 
 
 # run.json: [url, content id] of every input file, in the fingerprinted configuration once phase 0 has
@@ -99,6 +100,8 @@ class Runner:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunResult:
+        self._started = time.time()
+        self._driver_cpu = time.process_time()
         with self.scheduler:
             self.scheduler.warm_up()
             plan = self.plan()
@@ -135,6 +138,8 @@ class Runner:
         token_columns = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
         if token_columns:  # token counts of the published shards (stats.token_stats), the last op's that wrote tokens
             stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, token_columns[-1])
+        stats["timing"] = timing_stats(self.scheduler.timings, self._started, time.time(),
+                                       time.process_time() - self._driver_cpu)
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
@@ -358,7 +363,9 @@ class Runner:
             self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
 
         self.scheduler.run(execute_task, [(s,) for s in specs], on_done=on_done,
-                           describe=lambda i: _describe_task(specs[i]), where=where)
+                           describe=lambda i: _describe_task(specs[i]), where=where,
+                           step=f"phase {phase.index}", ids=[s.task for s in specs],
+                           costs=[_task_cost(s, previous) for s in specs])
         self.progress.finish(handle)
         return markers
 
@@ -393,7 +400,8 @@ class Runner:
             self.progress.advance(handle, result["documents"], result["bytes"], files)
 
         self.scheduler.run(sample_scan, [(s,) for s in specs], on_done=on_done,
-                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where)
+                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where,
+                           step="sample pass", costs=[_task_cost(s, {}) for s in specs])
         self.progress.finish(handle)
         cut = list(lowest[-1]) if documents > n else None
         write_json(self.layout.fs, self.layout.sample_cut,
@@ -452,7 +460,7 @@ class Runner:
             self.progress.advance(handle)
 
         self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}",
-                           lone_to_workers=True)
+                           lone_to_workers=True, step=label)
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
@@ -471,7 +479,9 @@ class Runner:
             existing[todo[i][1]] = entry
             self.progress.advance(handle, entry["rows"])
 
-        self.scheduler.run(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self.scheduler.run(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}",
+                           step="publish", ids=[t[1] for t in todo],
+                           costs=[sum(p["bytes"] for p in t[2]) for t in todo])
         self.progress.finish(handle)
         return [existing[i] for i in range(len(jobs))]
 
@@ -495,6 +505,14 @@ def _digest(fingerprinted: dict[str, Any]) -> str:
 
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return op_class(name).fingerprint_params(params)
+
+
+def _task_cost(spec: TaskSpec, previous: dict[int, dict]) -> float:
+    """A task's estimated cost, to hand out the longest first: the input bytes of its splits (phase
+    0), else the bytes of the parts it reads (what the previous phase kept of its documents)."""
+    if spec.splits:
+        return float(sum(split_bytes(s) for s in spec.splits))
+    return float(sum(p.get("bytes", 0) for p in previous.get(spec.task, {}).get("parts", [])))
 
 
 def _describe_task(spec: TaskSpec, phase: str | None = None) -> str:

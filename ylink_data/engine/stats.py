@@ -163,3 +163,28 @@ def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str,
                     by_lang[row["lang"]] += int(row[f"{column}_sum"] or 0)
     return {"total": total, "documents": documents, "by_lang": dict(sorted(by_lang.items(), key=lambda kv: -kv[1])),
             "by_tier": dict(sorted(by_tier.items()))}
+
+
+def timing_stats(steps: list, started: float, ended: float, driver_cpu: float) -> dict[str, Any]:
+    """stats.json's `timing`: where the run's wall time went, for stragglers and serial steps (the
+    report's timeline, bench/bench_scaling.py's model of more workers).
+    - `wall_s`: the run, from the start of `run` to stats.json; `driver_cpu_s`: the driver's own CPU;
+    - `steps`: every batch of tasks in the order it ran (a phase, a global op's step, publish), its
+      `start_s` and `wall_s` (from the run's start), `tasks` and `cpu_s` (the sum of its tasks');
+    - `tasks`: for each step by name, a list in task order of each task's `task` number, `start_s`,
+      `wall_s`, `cpu_s` (its worker's process tree, children included) and `worker` (host:pid).
+    Tasks finished by an earlier attempt of a resumed run are not listed (they did not run in this one).
+    `steps` are Scheduler.timings (engine/submit.py)."""
+    out: dict[str, Any] = {"wall_s": round(ended - started, 3), "driver_cpu_s": round(driver_cpu, 3),
+                           "steps": [], "tasks": {}}
+    for step in steps:
+        name, k = step.name, 2
+        while name in out["tasks"]:  # a step run more than once (rounds of components): numbered
+            name, k = f"{step.name} ({k})", k + 1
+        tasks = [{"task": step.ids[i], "start_s": round(t[0] - started, 3), "wall_s": round(t[1], 4),
+                  "cpu_s": round(t[2], 4), "worker": t[3]} for i, t in sorted(step.tasks.items())]
+        out["tasks"][name] = tasks
+        out["steps"].append({"name": name, "start_s": round(step.started - started, 3),
+                             "wall_s": round(max(step.ended, step.started) - step.started, 3), "tasks": len(tasks),
+                             "cpu_s": round(sum(t["cpu_s"] for t in tasks), 3)})
+    return out

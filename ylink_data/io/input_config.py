@@ -46,7 +46,7 @@ class InputConfig(Strict):
     chat: bool = False
     # Files larger than this are split into several tasks where the format allows it (uncompressed
     # JSONL and WARC by byte range, Parquet by row group, .warc.gz by gzip member), and small files
-    # are packed into tasks of about this size. null: sized from the input, about 16 tasks of 8 to
+    # are packed into tasks of about this size. null: sized from the input, about 64 tasks of 2 to
     # 256 MiB each (io/readers/__init__.py, task_bytes), so that every core has work to the end.
     split_bytes: int | None = Field(None, gt=0)
     # A record (WARC record, JSONL line, text/HTML file) above this size is quarantined, not read.

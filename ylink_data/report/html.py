@@ -45,14 +45,14 @@ h4{font-size:13px;margin:14px 0 4px;word-break:break-all}
 
 SECTIONS = [("summary", "Summary"), ("funnel", "Funnel"), ("drops", "Dropped documents"),
             ("distributions", "Distributions"), ("duplicates", "Duplicates"), ("tokens", "Tokens"),
-            ("throughput", "Throughput"),
+            ("throughput", "Throughput"), ("timeline", "Timeline"),
             ("quarantine", "Quarantine"), ("config", "Config")]
 
 
 def render(data: ReportData) -> str:
     name = data.manifest.get("name") or data.info.get("name") or "run"
     body = [_summary(data), _funnel(data), _drops(data), _distributions(data), _duplicates(data),
-            _tokens(data), _throughput(data), _quarantine(data), _config(data)]
+            _tokens(data), _throughput(data), _timeline(data), _quarantine(data), _config(data)]
     nav = "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -297,6 +297,30 @@ def _throughput(d: ReportData) -> str:
                                                                      "documents / s"], rows),
                     _note("Seconds are task time summed over all workers (not wall time); the resolve step of a "
                           "global op (dedup) runs outside the tasks and is not counted."))
+
+
+def _timeline(d: ReportData) -> str:
+    """Each batch of tasks (phase, global step, publish) with its tasks' spread: a longest task far
+    above the median is a straggler, time outside the batches is the driver's (stats.json `timing`)."""
+    timing = d.stats.get("timing")
+    if not timing:
+        return _section("timeline", _note("This run's stats.json has no per-task timings (written by an older ylink)."))
+    rows = []
+    for step in timing["steps"]:
+        walls = sorted(t["wall_s"] for t in timing["tasks"].get(step["name"], []))
+        median = walls[len(walls) // 2] if walls else None
+        rows.append([step["name"], step["tasks"], round(step["start_s"], 2), round(step["wall_s"], 2),
+                     round(step["cpu_s"], 2), round(median, 3) if median is not None else None,
+                     round(walls[-1], 3) if walls else None,
+                     round(walls[-1] / median, 1) if walls and median else None])
+    inside = sum(s["wall_s"] for s in timing["steps"])
+    return _section("timeline", plots.timeline(timing) or "",
+                    _table(["step", "tasks", "start s", "wall s", "CPU s", "median task s", "longest task s",
+                            "longest / median"], rows),
+                    _note(f"The run took {timing['wall_s']:.2f} s; its batches of tasks {inside:.2f} s, the rest "
+                          f"({max(0.0, timing['wall_s'] - inside):.2f} s) is the driver's own work (planning, "
+                          "deciding between steps, stats). A task's CPU counts its worker's children (the "
+                          "extractor). Tasks finished before a resume are not shown."))
 
 
 def _quarantine(d: ReportData) -> str:

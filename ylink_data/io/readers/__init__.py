@@ -32,12 +32,13 @@ if TYPE_CHECKING:
 _REMOTE_BUFFER = 1 << 20
 _MiB = 1 << 20
 # input.split_bytes: null (the default) sizes tasks from the input: about TASKS_WANTED of them, so
-# that two to eight workers all stay busy to the end (with n tasks on two workers, the last one runs
-# alone at most 1/n of the time), but none under MIN_TASK_BYTES (a task's fixed costs: a Ray call,
-# its part files, its marker) nor over MAX_TASK_BYTES (memory, and a retry's lost work). The size
-# depends on the input alone, never on the cluster: a run resumed on another machine plans the
-# same tasks, and its output is the same.
-TASKS_WANTED, MIN_TASK_BYTES, MAX_TASK_BYTES = 16, 8 * _MiB, 256 * _MiB
+# that up to 16 workers get four tasks each and the scheduler (longest first, engine/submit.py) can
+# even out their ends (with one task per worker the run waits for the slowest; issue 40 measured 0.47
+# efficiency on 16 CPUs with 16 tasks), but none under MIN_TASK_BYTES (a task's fixed costs: its part
+# files, its marker, a round trip; ~15 ms a task over a run's phases, bench/RESULTS.md issue 40) nor
+# over MAX_TASK_BYTES (memory, and a retry's lost work). The size depends on the input alone, never
+# on the cluster: a run resumed on another machine plans the same tasks, and its output is the same.
+TASKS_WANTED, MIN_TASK_BYTES, MAX_TASK_BYTES = 64, 2 * _MiB, 256 * _MiB
 
 
 def split_extension(url: str) -> tuple[str | None, str | None]:
