@@ -41,7 +41,7 @@ from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.stage_warnings import stage_warnings
 from ylink_data.engine.publish import pack_shards, publish_shard
-from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
+from ylink_data.engine.stats import TaskStats, check_invariant, records_in, run_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
@@ -143,7 +143,7 @@ class Runner:
             manifest.tiers = self._write_tier_manifests(manifest, tier_sections, stats)
         write_manifest(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
-        self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
+        self.progress.note(f"done: {records_in(stats)}, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 
