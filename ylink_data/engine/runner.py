@@ -48,8 +48,12 @@ from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_
 
 
 class RunResult(NamedTuple):
+    """What `run` returns: the run folder and its stats; unpacks as `path, stats = run(...)`."""
+
     path: str
+    """The run folder (local path or URL), as `output.path` names it."""
     stats: dict[str, Any]
+    """stats.json of the run (`ylink_data.open_run(path).stats`)."""
 
 
 def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
