@@ -8,10 +8,10 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ylink_data.core.storage import join, read_json
 from ylink_data.io.manifest import RunManifest, read_manifest
+from ylink_data.core.parquet import read_table
 from ylink_data.core.schema import DOCUMENT_SCHEMA
 
 
@@ -104,5 +104,4 @@ class Run:
         return entries
 
     def _read(self, path: str, columns: list[str] | None = None) -> pa.Table:
-        with self.fs.open(path, "rb") as f:
-            return pq.read_table(f, columns=columns)
+        return read_table(self.fs, path, columns=columns)

@@ -16,13 +16,13 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pydantic import PositiveInt
 
 from ylink_data.io.parquet import ParquetFileWriter
 from ylink_data.ops.workspace import Workspace, read_key_columns, write_decision_file
 from ylink_data.ops import register
 from ylink_data.ops.base import GlobalOp
+from ylink_data.core.parquet import read_table
 
 
 @register
@@ -104,8 +104,7 @@ def _find_repeats(fs: fsspec.AbstractFileSystem, paths: list[str], out: str) -> 
     there are none). The first copy in input order (task, then row) is the one kept."""
     tables = []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            tables.append(pq.read_table(f))
+        tables.append(read_table(fs, path))
     if sum(t.num_rows for t in tables) < 2:
         return None
     table = pa.concat_tables(tables).sort_by([("hash", "ascending"), ("task", "ascending"), ("row", "ascending")])
