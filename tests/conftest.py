@@ -75,3 +75,13 @@ def quickstart_config(output: Path, **changes) -> dict:
         section, _, name = key.partition("__")
         cfg.setdefault(section, {})[name] = value
     return cfg
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The run's last word on data: how many tests skipped for research-only data that the repository
+    does not ship (README.md says why)."""
+    research = [r for r in terminalreporter.stats.get("skipped", [])
+                if "research-only data not found" in str(getattr(r, "longrepr", ""))]
+    if research:
+        terminalreporter.write_line(f"{len(research)} tests skipped: they read research-only corpora of ../shared/data "
+                                    "that the repository may not ship (README.md)")
