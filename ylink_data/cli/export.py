@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--storage-options", type=parse_json_object, default=None, metavar="JSON",
                    help='fsspec options for remote URLs (run, tokenizer, output), e.g. \'{"endpoint_url": "http://..."}\'')
     m.add_argument("--ray-address", metavar="ADDRESS", help='a Ray cluster to run on ("auto", "ray://host:port"); '
-                                                              "default: a local Ray")
+                                                              "default: this machine, one worker process per CPU "
+                                                              "(as ray.address: null)")
     m.add_argument("--no-progress", action="store_true", help="no live progress bar, one summary line")
     m.set_defaults(func=run_export_megatron)
 

@@ -39,6 +39,7 @@ from ylink_data.core.errors import DocumentError
 from ylink_data.core.memory import limit_address_space, near_limit, reset_peak, usage
 from ylink_data.core.timelimit import DocumentTimeout, time_limit, timeout_message
 from ylink_data.core.pipes import close_pipes, receive, send, serve_stdio, start_child
+from ylink_data.core.startup import startup
 
 GRACE_S = 0.5  # after the limit, for the child's own alarm to answer before it is killed
 START_LIMIT_S = 120.0  # imports and warm-up, on a machine busy with other work
@@ -89,7 +90,8 @@ class DeadlineProcess:
         self.spawn()
         if self._ready:
             return
-        reply = self._reply(START_LIMIT_S)
+        with startup():  # the child's imports: once per child, not the first input's work
+            reply = self._reply(START_LIMIT_S)
         if reply is None or reply[0] != "ready":
             self.close()
             why = f"did not start in {START_LIMIT_S:g} s" if reply is None else f"failed to start ({reply[1]})"

@@ -15,11 +15,12 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ylink_data.core.errors import OutputError
+from ylink_data.core.paths import package_path
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem for `url` and the path within it."""
-    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    """The filesystem for `url` and the path within it (`package://` URLs: the package's files, core/paths.py)."""
+    return fsspec.core.url_to_fs(package_path(url), **(storage_options or {}))
 
 
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:

@@ -43,7 +43,7 @@ from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.stage_warnings import stage_warnings
 from ylink_data.engine.publish import pack_shards, publish_shard
-from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, timing_stats, token_stats
+from ylink_data.engine.stats import TaskStats, check_invariant, records_in, run_stats, timing_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
 from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan, split_bytes
@@ -55,8 +55,12 @@ INPUT_CONTENT, INPUT_STAMPS = "input content", "input stamps"
 
 
 class RunResult(NamedTuple):
+    """What `run` returns: the run folder and its stats; unpacks as `path, stats = run(...)`."""
+
     path: str
+    """The run folder (local path or URL), as `output.path` names it."""
     stats: dict[str, Any]
+    """stats.json of the run (`ylink_data.open_run(path).stats`)."""
 
 
 def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
@@ -162,7 +166,7 @@ class Runner:
             manifest.tiers = self._write_tier_manifests(manifest, tier_sections, stats)
         write_manifest(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
-        self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
+        self.progress.note(f"done: {records_in(stats)}, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 

@@ -27,6 +27,7 @@ from ylink_data.io.parquet import ParquetFileWriter, RollingParquetWriter
 from ylink_data.io.readers import Bad, Record, Skip, Split, open_split, read_split
 from ylink_data.io.readers.base import describe_error
 from ylink_data.core.redaction import redact_url
+from ylink_data.core.startup import startup, startup_seconds
 from ylink_data.core.schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ylink_data.ops import GlobalOp, MapOp, build_op, op_class
 from ylink_data.ops.context import OpContext, no_storage_options
@@ -34,7 +35,7 @@ from ylink_data.engine.executors.ray import assigned_cpus
 from ylink_data.ops.workspace import read_decisions
 from ylink_data.io.layout import RunLayout
 from ylink_data.engine.plan import Phase, StageRef
-from ylink_data.engine.stats import TaskStats
+from ylink_data.engine.stats import StageStats, TaskStats
 
 BATCH_DOCS = 2048
 BATCH_TEXT_BYTES = 8 * 1024 * 1024
@@ -76,9 +77,10 @@ def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = No
     key = json.dumps([name, params, expected], sort_keys=True, default=str)
     if key not in _OPS:
         def load():
-            op = build_op(name, params)
-            op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
-                               task_cpus=assigned_cpus()))
+            with startup():
+                op = build_op(name, params)
+                op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
+                                   task_cpus=assigned_cpus()))
             return op
         _OPS[key] = checked_load(cfg, stage - 1, name, params, expected, load) if expected else load()
     return _OPS[key]
@@ -153,12 +155,9 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
     stats = TaskStats()
     out = TaskOutput(layout, spec)
     phase = spec.phase
-    ops = [(idx, name, cached_op(name, params, spec.cfg, idx, spec.files_read)) for idx, name, params in phase.ops]
-    if phase.outgoing:
-        idx, name, params = phase.outgoing
-        keyer = cached_op(name, params, spec.cfg, idx, spec.files_read)
-    else:
-        keyer = None
+    ops = [(idx, name, _set_up(stats, idx, name, params, spec)) for idx, name, params in phase.ops]
+    keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg, phase.outgoing[0], spec.files_read) \
+        if phase.outgoing else None
     reads: list[dict[str, Any]] = []  # phase 0: what each split read was (io/input_versions.py)
     try:
         stream = _read_input(spec, stats, out, reads) if phase.index == 0 else _read_parts(spec, layout, stats, out)
@@ -177,6 +176,27 @@ def execute_task(spec: TaskSpec) -> dict[str, Any]:
               "quarantined": out.quarantined, **({"inputs": reads} if phase.index == 0 else {})}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker
+
+
+def _set_up(stats: TaskStats, idx: int, name: str, params: dict[str, Any], spec: TaskSpec):
+    """The stage's op (`cached_op`), the time its setup took in this worker counted as the stage's start-up."""
+    before = startup_seconds()
+    op = cached_op(name, params, spec.cfg, idx, spec.files_read)
+    if startup_seconds() > before:
+        stats.stage(idx, name).startup_seconds += startup_seconds() - before
+    return op
+
+
+def _now() -> tuple[float, float]:
+    return time.perf_counter(), startup_seconds()
+
+
+def _charge(stage: StageStats, started: tuple[float, float]) -> None:
+    """The time since `started` (`_now()`) to the stage: one-time start-up work done meanwhile
+    (`core/startup.py`) to its `startup_seconds`, the rest to its `seconds`."""
+    once = startup_seconds() - started[1]
+    stage.startup_seconds += once
+    stage.seconds += time.perf_counter() - started[0] - once
 
 
 def _crash_if_asked(spec: TaskSpec) -> None:
@@ -212,7 +232,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput,
         size = split_bytes(split)
         stats.input_bytes += size
         read.bytes_in += size
-        started = time.perf_counter()
+        started = _now()
         # The `source` column, the quarantine and the ids name the file without the credentials
         # its URL may carry (user:password@, sig=...). A URL without any is kept as it is, and so
         # are the ids made from it; URLs that differ only in credentials name one file, which
@@ -240,11 +260,11 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput,
                 cols["metadata"].append(_METADATA_JSON.encode(item.metadata) if item.metadata else None)
                 text_bytes += len(item.text)
                 if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
-                    read.seconds += time.perf_counter() - started
+                    _charge(read, started)
                     table = _document_table(cols)
                     read.bytes_out += text_bytes_of(table)
                     yield table
-                    started = time.perf_counter()
+                    started = _now()
                     cols = {name: [] for name in DOCUMENT_SCHEMA.names}
                     text_bytes = 0
             elif isinstance(item, Skip):
@@ -253,7 +273,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput,
                 read.quarantined += 1
                 out.quarantine({"file": source, "offset": item.offset, "stage": "read",
                                 "reason": item.reason, "error": item.error})
-        read.seconds += time.perf_counter() - started
+        _charge(read, started)
     if cols["id"]:
         table = _document_table(cols)
         read.bytes_out += text_bytes_of(table)
@@ -342,7 +362,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
             # the global op's keys (internal columns) are not read: they can be large (shingle sets)
             columns = [c for c in pf.schema_arrow.names if not c.startswith(INTERNAL_PREFIX)]
             for batch in pf.iter_batches(batch_size=BATCH_DOCS, columns=columns):
-                started = time.perf_counter()
+                started = _now()
                 table = pa.Table.from_batches([batch])
                 n = table.num_rows
                 rows = range(row, row + n)
@@ -367,7 +387,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                     table = table.filter(keep)
                 stage.docs_out += table.num_rows
                 stage.bytes_out += text_bytes_of(table)
-                stage.seconds += time.perf_counter() - started
+                _charge(stage, started)
                 if table.num_rows:
                     yield table
 
@@ -384,7 +404,7 @@ ERROR_REASONS = {"timeout": "timeout", "unusable_response": "unusable_response",
 
 def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:
     stage = stats.stage(idx, name)
-    started = time.perf_counter()
+    started = _now()
     stage.bytes_in += text_bytes_of(table)
     n_in = table.num_rows
     result = op.process(table)
@@ -419,7 +439,7 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
         table = table.filter(pa.array(keep))
     stage.docs_out += table.num_rows
     stage.bytes_out += text_bytes_of(table)
-    stage.seconds += time.perf_counter() - started
+    _charge(stage, started)
     return table
 
 

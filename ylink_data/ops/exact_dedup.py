@@ -24,7 +24,6 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pydantic import PositiveInt
 
 from ylink_data.io.parquet import ParquetFileWriter
@@ -32,6 +31,7 @@ from ylink_data.ops.workspace import (DUP_EVIDENCE, Workspace, read_key_columns,
                                      write_decision_file)
 from ylink_data.ops import register
 from ylink_data.ops.base import GlobalOp
+from ylink_data.core.parquet import read_table
 
 
 @register
@@ -130,8 +130,7 @@ def _find_repeats(fs: fsspec.AbstractFileSystem, paths: list[str], out: str) -> 
     one names it (`dup_of`)."""
     tables = []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            tables.append(pq.read_table(f))
+        tables.append(read_table(fs, path))
     if sum(t.num_rows for t in tables) < 2:
         return None
     table = pa.concat_tables(tables).sort_by([("hash", "ascending"), ("task", "ascending"), ("row", "ascending")])

@@ -88,6 +88,7 @@ from ylink_data.ops.workspace import DUP_EVIDENCE, Workspace, read_key_columns, 
 from ylink_data.text.transform.units import unit_languages
 from ylink_data.ops import register
 from ylink_data.ops.base import Fraction, GlobalOp
+from ylink_data.core.parquet import read_table, read_table_bytes
 
 REASON = "minhash_dedup"
 
@@ -268,8 +269,7 @@ class MinHashDedup(GlobalOp):
         root = root.rstrip("/")
         dropped: dict[int, list[int]] = {t: [] for t in tasks}
         for path in ctx.decisions:
-            with ctx.fs.open(path, "rb") as f:
-                gone = pq.read_table(f, columns=["task", "row", "reason"])
+            gone = read_table(ctx.fs, path, columns=["task", "row", "reason"])
             gone = gone.filter(pc.is_valid(gone.column("reason")))
             for t, r in zip(gone.column("task").to_pylist(), gone.column("row").to_pylist()):
                 dropped[t].append(r)
@@ -557,8 +557,7 @@ def _group_by_component(fs, work: str, p: int, partitions: int) -> int:
     table = _read_all(fs, f"{work}/verified/to-{p:05d}")
     if table is None:
         return 0
-    with fs.open(f"{work}/labels/labels-{p:05d}.parquet", "rb") as f:
-        labels = pq.read_table(f)
+    labels = read_table(fs, f"{work}/labels/labels-{p:05d}.parquet")
     nodes = labels.column("node").to_numpy()
     label = labels.column("label").to_numpy()[np.searchsorted(nodes, table.column("m").to_numpy())]
     for q, part in _split_by_partition(table, components.partition_of(label, partitions), partitions):
@@ -617,7 +616,7 @@ def read_index_file(fs, path: str, sha256: str, columns: list[str]) -> pa.Table:
     if hashlib.sha256(data).hexdigest() != sha256:
         raise InputError(f"minhash_dedup.index: {path} does not match the sha256 in {INDEX_FILE} (changed or "
                          f"damaged since it was saved); rebuild the index with save_index")
-    return pq.read_table(pa.BufferReader(data), columns=columns)
+    return read_table_bytes(data, columns=columns)
 
 
 @dataclass

@@ -33,9 +33,9 @@ from typing import Any, Callable, Sequence
 import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ylink_data.io.parquet import ParquetFileWriter
+from ylink_data.core.parquet import read_table
 
 DECISION_COLUMNS = ("task", "row", "reason")
 REJECTED_ONLY_KEY = b"ylink.rejected_only"  # schema metadata: columns for rejected/ rows only
@@ -129,8 +129,7 @@ def read_key_columns(fs: fsspec.AbstractFileSystem, paths: list[str], columns: l
     """The given columns of a task's parts, plus the `row` each value belongs to."""
     tables = []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            tables.append(pq.read_table(f, columns=columns))
+        tables.append(read_table(fs, path, columns=columns))
     table = pa.concat_tables(tables) if tables else pa.table({c: [] for c in columns})
     return table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
 
@@ -149,8 +148,7 @@ def read_decisions(fs: fsspec.AbstractFileSystem, files: list[str], task: int) -
     """The rows of `task` a global op decided about: drop reasons and any columns it adds."""
     out = Decisions({}, {}, {})
     for path in files:
-        with fs.open(path, "rb") as f:
-            table = pq.read_table(f, filters=[("task", "=", task)])
+        table = read_table(fs, path, filters=[("task", "=", task)])
         meta = table.schema.metadata or {}
         if REJECTED_ONLY_KEY in meta:
             out.rejected_only.update(json.loads(meta[REJECTED_ONLY_KEY]))

@@ -45,6 +45,7 @@ class StageRow:
     bytes_out: int | None = None  # text bytes of the documents after this stage, when known
     created: int = 0  # rows a fan-out op (chunk, qa_extract) made beyond one per input document
     breakdowns: dict[str, dict[str, int]] = field(default_factory=dict)  # a global op's (stats.json)
+    startup_seconds: float = 0.0  # one-time start-up in its workers, not in `seconds` (core/startup.py)
 
     @property
     def docs_per_second(self) -> float | None:
@@ -125,7 +126,7 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
     keep_rejected = bool(info.get("config", {}).get("output", {}).get("keep_rejected"))
     stages = [StageRow(i, s["name"], s["in"], s["out"], dict(s.get("dropped", {})), s.get("quarantined", 0),
                        float(s.get("seconds", 0.0)), dict(s.get("counters", {})), created=s.get("created", 0),
-                       breakdowns=redact(s.get("breakdowns", {})))
+                       breakdowns=redact(s.get("breakdowns", {})), startup_seconds=float(s.get("startup_seconds", 0.0)))
               for i, s in enumerate(stats["stages"])]
     stage_of_reason = {r: st.name for st in stages for r in st.dropped}
     base = {f.name for f in DOCUMENT_SCHEMA}

@@ -292,11 +292,15 @@ def _tokens(d: ReportData) -> str:
 
 
 def _throughput(d: ReportData) -> str:
-    rows = [[st.name, st.docs_in, st.seconds or None, st.docs_per_second] for st in d.stages]
-    return _section("throughput", plots.throughput(d) or "", _table(["stage", "documents in", "task seconds",
-                                                                     "documents / s"], rows),
+    rows = [[st.name, st.docs_in, st.seconds or None, st.docs_per_second, st.startup_seconds or None]
+            for st in d.stages]
+    return _section("throughput", plots.throughput(d) or "",
+                    _table(["stage", "documents in", "seconds on documents", "documents / s",
+                            "start-up seconds (once per worker)"], rows),
                     _note("Seconds are task time summed over all workers (not wall time); the resolve step of a "
-                          "global op (dedup) runs outside the tasks and is not counted."))
+                          "global op (dedup) runs outside the tasks and is not counted. One-time start-up (an op's "
+                          "setup, a model, a dictionary or a child process loaded on first use) is counted apart, "
+                          "so documents / s is the stage's rate on documents."))
 
 
 def _timeline(d: ReportData) -> str:
