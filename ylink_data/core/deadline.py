@@ -31,6 +31,7 @@ import os
 import pickle
 import signal
 import subprocess
+import sys
 import time
 from multiprocessing.connection import wait  # poll(2): a worker may hold fds past select()'s 1024
 from typing import Any, Callable
@@ -176,8 +177,11 @@ class DeadlineProcess:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self, finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # At interpreter exit the modules this needs may be torn down already (their globals None):
+        # the child dies with its parent then (pipes.serve_stdio), so there is nothing to close.
+        if not finalizing():
+            self.close()
 
 
 class _Watch:
