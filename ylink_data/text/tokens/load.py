@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 
 from ylink_data.core.errors import InputError
-from ylink_data.core.storage import filesystem
+from ylink_data.core.file_errors import file_problem
+from ylink_data.core.storage import filesystem, is_local
 from ylink_data.core.redaction import redact_url
 
 # End-of-document tokens, in the order they are looked for when none is named: GPT-2/Qwen/ylink's,
@@ -59,12 +60,12 @@ def _load(url: str, options: str, eod_token: str | None) -> LoadedTokenizer:
     shown = redact_url(url)
     try:
         fs, path = filesystem(url, json.loads(options))
+        if is_local(fs) and not fs.isfile(path):  # a FIFO would hang the read: file_problem says what it is
+            raise FileNotFoundError(path)
         raw = bytes(fs.cat_file(path))
-    except FileNotFoundError:
-        raise InputError(f"tokenizer {shown} does not exist (give the path or URL of a tokenizer.json)") from None
     except Exception as exc:  # noqa: BLE001 -- fsspec backends raise their own types
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise InputError(f"cannot read tokenizer {shown}: {type(exc).__name__}: {first}") from None
+        problem = file_problem(exc, url, "give the path or URL of a tokenizer.json", shown)
+        raise InputError(f"tokenizer: {problem}") from None
     try:
         tok = Tokenizer.from_str(raw.decode("utf-8"))
     except Exception as exc:  # noqa: BLE001 -- the Rust side raises a bare Exception
