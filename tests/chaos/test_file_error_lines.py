@@ -7,7 +7,8 @@ URL)". Every place that opens a file a user named now says its problem through o
 Generated: every cause (made for real: a FIFO, a /proc file, a file where a folder must be, a host
 name that does not resolve, a port nothing listens on) at every place a user names a file (an input
 path, a path list, a tokenizer, a benchmark, a model, the output folder), through `ylink validate`:
-one line, exit 2, naming the file and the cause, never "does not exist" for a file that exists."""
+one line, exit 2, naming the file and the cause, never "does not exist" for a file that exists; and
+the same causes named on the command line (`ylink inspect`)."""
 from __future__ import annotations
 
 import os
@@ -150,3 +151,20 @@ def test_an_output_store_that_cannot_be_reached_is_named(cause, tmp_path):
     line = _line(tmp_path, cfg)
     assert line.startswith("ylink: error: s3://bucket/run cannot be written: cannot reach "), line
     assert all(word in line for word in words), line
+
+
+@pytest.mark.parametrize("cause", [*sorted(LOCAL), *sorted(NETWORK)])
+def test_ylink_inspect_names_the_file_and_the_cause(cause, tmp_path):
+    """`ylink inspect PATH`, the place a user names a file on the command line."""
+    if cause in LOCAL:
+        make, words = LOCAL[cause]
+        where = make(tmp_path)
+    else:
+        host, words = NETWORK[cause]
+        where = f"http://{host}/data/x.jsonl"
+    checked = ylink("inspect", where, timeout=120)
+    lines = [line for line in checked.stderr.strip().splitlines() if not line.startswith("skipped ")]
+    assert checked.returncode == 2 and len(lines) == 1 and "Traceback" not in checked.stderr, checked.stderr
+    assert os.path.basename(where) in lines[0] and all(word in lines[0] for word in words), lines[0]
+    if cause != "missing":
+        assert "does not exist" not in lines[0] and "no such file" not in lines[0], lines[0]

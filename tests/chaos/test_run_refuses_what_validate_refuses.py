@@ -19,6 +19,7 @@ import yaml
 
 import ylink_data
 from ylink_data.core.errors import YlinkError
+from ylink_data.core.storage import WRITE_PROBE
 from ylink_data.engine.preflight import CHECKS, PLANNING
 
 from ..conftest import TEST_DATA
@@ -100,3 +101,14 @@ def test_the_right_config_runs(tmp_path):
         lines = sum(1 for _ in f)
     result = ylink_data.run(cfg, progress=False)
     assert result.stats["output_records"] == lines
+
+
+def test_a_write_probe_left_by_a_kill_is_no_foreign_file(tmp_path):
+    """The output check writes an empty probe and removes it at once, now before every run: one left
+    by a kill in between (its name is what io/writable.py writes) must not make the folder foreign."""
+    cfg = _base(tmp_path)
+    first = ylink_data.run(cfg, progress=False)
+    out = Path(cfg["output"]["path"])
+    (out / f".{WRITE_PROBE}k1ll3d").write_bytes(b"")
+    again = ylink_data.run(cfg, progress=False)
+    assert again.stats == first.stats

@@ -120,7 +120,10 @@ def _local_cause(exc: BaseException, path: str, shown: str, missing_fix: str) ->
     if kind is not None and kind != "a folder":
         return f"{shown} is {kind}, not a file; name a regular file (or copy what it gives into one)"
     if isinstance(exc, PermissionError):
-        return f"no permission to read {shown} ({_first_line(exc)})"
+        inside = exc.filename if isinstance(exc.filename, str) and os.path.abspath(exc.filename) != \
+            os.path.abspath(path) else None  # a file or folder below the one named
+        return f"no permission to read {inside or shown}" + (f" (in {shown})" if inside else "") + \
+            f" ({_first_line(exc)})"
     if isinstance(exc, OSError) and exc.errno in SPECIAL and kind is None:
         return (f"{shown} cannot be read as a file: seeking to its end fails ({os.strerror(exc.errno)}): it is a "
                 "special file whose contents are made when it is read (as in /proc); copy it into a regular file")

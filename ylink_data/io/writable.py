@@ -14,7 +14,7 @@ from typing import Any
 
 from ylink_data.core.errors import OutputError, YlinkError
 from ylink_data.core.file_errors import not_a_folder, unreachable
-from ylink_data.core.storage import filesystem, is_local, join, output_error
+from ylink_data.core.storage import WRITE_PROBE, filesystem, is_local, join, output_error
 from ylink_data.io.readers.base import describe_error
 
 FIX = ("check the credentials (storage: or the environment), the endpoint and that the bucket exists, "
@@ -49,10 +49,10 @@ def check_writable(url: str, storage_options: dict[str, Any]) -> None:
             parent = os.path.abspath(root)
             while not os.path.exists(parent) and os.path.dirname(parent) != parent:
                 parent = os.path.dirname(parent)  # a file on the way is NotADirectoryError below
-            with tempfile.NamedTemporaryFile(dir=parent, prefix=".ylink-write-check-"):
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{WRITE_PROBE}"):
                 pass
         else:
-            probe = join(root, f"_ylink-write-check-{uuid.uuid4().hex}")
+            probe = join(root, f"_{WRITE_PROBE}{uuid.uuid4().hex}")
             fs.pipe_file(probe, b"")
             fs.rm_file(probe)
     except YlinkError:
