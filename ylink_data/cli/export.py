@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--tokenizer", metavar="PATH_OR_URL",
                    help="tokenizer.json to tokenize the shards' text with (default: the run's token_ids column)")
     m.add_argument("--dtype", choices=["auto", "uint16", "int32"], default="auto",
-                   help="token type of the .bin files (default auto: uint16 when the vocabulary fits, else int32)")
+                   help="token type of the .bin files (default auto: uint16 when the largest token id fits, else int32)")
     m.add_argument("--eod-token", metavar="TOKEN", help="end-of-document token (default: <|endoftext|>, </s>...)")
     m.add_argument("--no-eod", dest="append_eod", action="store_false", help="no end-of-document id after documents")
     m.add_argument("--storage-options", type=parse_json_object, default=None, metavar="JSON",

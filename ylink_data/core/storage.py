@@ -69,6 +69,9 @@ class HashingWriter:
 
 
 _NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+# In the name of the empty file written and removed at once to learn whether a folder can be written
+# (io/writable.py, before every run): one left by a kill in between is no foreign file (io/layout.py).
+WRITE_PROBE = "ylink-write-check-"
 
 
 # No room on the disk, in the user's quota, or in one file (EFBIG: past the file system's or the

@@ -32,7 +32,7 @@ BUNDLED_PRESETS = CONFIGS
 
 class MegatronOutputConfig(Strict):
     """`output.megatron: {}`: a Megatron-LM .bin/.idx pair next to each published shard (needs a
-    `tokenize` stage). `dtype: auto` is the tokenizer's (uint16 when its vocabulary fits, else int32:
+    `tokenize` stage). `dtype: auto` is the tokenizer's (uint16 when its largest id fits, else int32:
     Megatron's .idx has no uint32). `keep_token_ids: false` leaves `token_ids` out of the Parquet
     shards (`num_tokens` stays), at the cost of rewriting each shard as it is published."""
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 from ylink_data.engine.config import PipelineConfig
 from ylink_data.core.errors import ConfigError, InputError
 from ylink_data.core.digest import content_digest, file_version, local_state
+from ylink_data.core.file_errors import file_problem
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import op_class
 
@@ -42,11 +43,8 @@ def files_read(cfg: PipelineConfig) -> list[list[str]]:
         shown = redact_url(url)
         try:
             out.append([key, shown, content_digest(url, cfg.storage_options(url))])
-        except FileNotFoundError:
-            problems.append(f"{key}: {shown} does not exist; give the path or URL of an existing file")
         except Exception as exc:  # noqa: BLE001 -- fsspec backends raise their own types; one line each
-            first = (str(exc).strip().splitlines() or [""])[0]
-            problems.append(f"{key}: cannot read {shown}: {type(exc).__name__}: {first}")
+            problems.append(f"{key}: {file_problem(exc, url, 'give the path or URL of an existing file', shown)}")
     if problems:
         raise ConfigError(problems)
     return out

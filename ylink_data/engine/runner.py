@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ylink_data.core.version import __version__
 from ylink_data.engine.config import PipelineConfig, load_config
-from ylink_data.core.errors import ConfigError, RunStateError
+from ylink_data.core.errors import RunStateError
 from ylink_data.core.storage import read_json, write_json, writing_into
 from ylink_data.io.input_versions import changed_files, file_contents, recorded_files
 from ylink_data.io.listing import InputFile, input_files
@@ -31,7 +31,6 @@ from ylink_data.io.readers import group_splits, plan_splits
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import build_op, op_class
 from ylink_data.engine.card import write_dataset_card
-from ylink_data.engine.column_check import column_problems
 from ylink_data.engine.files_read import Expected, checked_load, expected_files, files_read
 from ylink_data.engine.global_phase import GlobalContext
 from ylink_data.io.layout import RunLayout
@@ -41,7 +40,7 @@ from ylink_data.engine.lock import FolderLock, hold_run_folder
 from ylink_data.engine.node_paths import node_local_warning
 from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
-from ylink_data.engine.stage_warnings import stage_warnings
+from ylink_data.engine.preflight import preflight
 from ylink_data.engine.publish import pack_shards, publish_shard
 from ylink_data.engine.stats import TaskStats, check_invariant, records_in, run_stats, timing_stats, token_stats
 from ylink_data.engine.executors import Executor
@@ -86,6 +85,10 @@ class _Plan:
     stamps: list[list] | None = None  # [url, stamp] of the local input files whose stamp can vouch for them
     expected: Expected = field(default_factory=dict)  # what every worker checks the ops' files against
 
+    @property
+    def splits(self) -> list:
+        return [split for task in self.tasks for split in task]
+
 
 class Runner:
     def __init__(self, cfg: PipelineConfig, fresh: bool = False, progress: bool | None = None):
@@ -109,7 +112,8 @@ class Runner:
         with self.scheduler:
             self.scheduler.warm_up()
             plan = self.plan()
-            for warning in stage_warnings(self.cfg, plan.files):
+            # What `ylink validate` refuses is refused here too, before anything is written (preflight.py).
+            for warning in preflight(self.cfg, plan.files, plan.splits):
                 self.progress.note(warning)
             with hold_run_folder(self.layout, self.progress.note) as lock:
                 return self._run_holding(plan, lock)
@@ -216,10 +220,6 @@ class Runner:
         # The content of every file the ops read (models, tokenizers, benchmarks, prompts, lists):
         # a file changed in place is another run. Left out when there is none, as above.
         read = files_read(self.cfg)
-        # A column an op's parameter names that no row will have: refused here, before any task.
-        wrong_columns = column_problems(self.cfg, any(f.run_shard for f in files))
-        if wrong_columns:
-            raise ConfigError(wrong_columns)
         if read:
             fingerprinted["files read"] = read
         return _Plan(files, tasks, plan_phases(self.cfg.ops), _digest(fingerprinted), fingerprinted,

@@ -25,7 +25,8 @@ from ylink_data.core.errors import InputError, YlinkError
 from ylink_data.core.storage import atomic_write, read_json, write_json
 from ylink_data.io.parquet import ParquetFileWriter, RollingParquetWriter
 from ylink_data.io.readers import Bad, Record, Skip, Split, open_split, read_split
-from ylink_data.io.readers.base import describe_error
+from ylink_data.io.readers.base import describe_error, is_io_failure
+from ylink_data.core.file_errors import file_problem
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.startup import startup, startup_seconds
 from ylink_data.core.schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
@@ -330,7 +331,8 @@ def _split_items(spec: TaskSpec, split: Split, reads: list[dict[str, Any]]) -> I
     except YlinkError:
         raise
     except Exception as exc:
-        raise InputError(f"reading {split.describe()} failed: {describe_error(exc)}") from exc
+        cause = file_problem(exc, split.url) if is_io_failure(exc) else describe_error(exc)
+        raise InputError(f"reading {split.describe()} failed: {cause}") from exc
 
 
 def text_bytes_of(table: pa.Table) -> int:

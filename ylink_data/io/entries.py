@@ -20,6 +20,7 @@ import stat
 from dataclasses import dataclass
 
 from ylink_data.core.errors import InputError
+from ylink_data.core.file_errors import entry_kind
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,7 @@ def classify(path: str) -> Skipped | None:
         if not os.access(path, os.R_OK):
             raise InputError(f"no permission to read {path}")
         return None
-    return Skipped(path, _KINDS.get(stat.S_IFMT(mode), "not a regular file"))
-
-
-_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}
+    return Skipped(path, entry_kind(mode))
 
 
 def shown_name(path: str) -> str:

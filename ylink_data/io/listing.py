@@ -3,6 +3,7 @@ expanded to a sorted list of regular files, folders of finished runs read as the
 lists (`input.paths_from`), and the entries that are not files skipped or refused in one line."""
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import fsspec
 
 from ylink_data.core.digest import store_version
 from ylink_data.core.errors import InputError, YlinkError
+from ylink_data.core.file_errors import file_problem
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.storage import filesystem, full_url, is_local, join
 from ylink_data.io.entries import Skipped, classify
@@ -69,12 +71,8 @@ def input_files(inp, storage_options_for, exclude: str | None = None) -> list[In
                                storage_options_for, exclude, probe_urls=False)
     except InputError:
         raise
-    except FileNotFoundError:
-        raise InputError(f"input.paths_from: {shown_list!r} does not exist (check the path or URL)") from None
     except Exception as exc:  # the list itself unreadable: fsspec's own types, gzip, UTF-8
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise InputError(f"input.paths_from: cannot read the path list {shown_list!r}: {type(exc).__name__}: "
-                         f"{first}") from None
+        raise InputError(f"input.paths_from: {file_problem(exc, inp.paths_from, shown=repr(shown_list))}") from None
 
 
 class _Entry(NamedTuple):
@@ -111,19 +109,14 @@ def _expand_entries(entries, storage_options_for, exclude: str | None, probe_url
                 if not files and skipped:
                     raise InputError(f"{pattern!r} holds no file to read: {skipped[0].line()}")
             if not files:
-                hint = " (does the bucket exist?)" if "://" in pattern else ""
-                raise InputError(f"nothing matches {pattern!r}{hint}")
+                raise InputError(_nothing_in(fs, path, pattern, excluded, bool(listed)))
             for entry in files:
                 names.add(fs, entry, pattern)
         except YlinkError as exc:  # InputError, and ManifestError for a run's damaged manifest
             raise InputError(f"{where}: {exc}") from None
-        except FileNotFoundError:
-            raise InputError(f"{where}: {pattern!r} does not exist (check the path, or that the bucket exists)") from None
-        except PermissionError as exc:
-            raise InputError(f"{where}: no permission to list or read {pattern!r} ({exc})") from None
         except Exception as exc:  # fsspec backends raise their own types (auth, DNS, HTTP...)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise InputError(f"{where}: cannot open {pattern!r}: {type(exc).__name__}: {first}") from None
+            problem = file_problem(exc, pattern, "check the path, or that the bucket exists", shown=repr(pattern))
+            raise InputError(f"{where}: {problem}") from None
     return names.files()
 
 
@@ -221,6 +214,19 @@ def _expand(fs: fsspec.AbstractFileSystem, path: str, pattern: str, storage_opti
     out = [e for e in files if not any(e.path.startswith(r + "/") for r in runs)]
     out += [_Entry(p, size, sha) for found in runs.values() for p, (size, sha) in found.items()]
     return sorted(out)
+
+
+def _nothing_in(fs: fsspec.AbstractFileSystem, path: str, pattern: str, excluded: "_Excluded | None",
+                listed: bool) -> str:
+    """Why `pattern` names no input file (`listed`: it named files, all of them the run's own output):
+    what it holds is the run's own output, or nothing."""
+    folder = not GLOB_CHARS & set(path) and fs.isdir(path)
+    if excluded is not None and (listed or excluded.named_by(fs, path, folder)):
+        return (f"{pattern!r} holds no input file besides the run's own output folder ({excluded.url}), which is "
+                "never read as input; put the input files there, or choose an output.path outside it")
+    if folder:
+        return f"{pattern!r} is an empty folder (hidden and _ entries are not read unless named)"
+    return f"nothing matches {pattern!r}" + (" (does the bucket exist?)" if "://" in pattern else "")
 
 
 def _regular_files(files: list[_Entry]) -> tuple[list[_Entry], list[Skipped]]:
@@ -337,6 +343,7 @@ class _Excluded:
     """Every file under one folder (local folders compared after resolving symlinks)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any]):
+        self.url = redact_url(url)
         self.fs, root = filesystem(url, storage_options)
         self.local = is_local(self.fs)
         self.root = os.path.realpath(root) if self.local else self.fs.unstrip_protocol(root.rstrip("/"))
@@ -351,6 +358,15 @@ class _Excluded:
             return False
         path = self._resolved(fs, path)
         return path == self.root or path.startswith(self.root.rstrip("/") + "/")
+
+    def named_by(self, fs: fsspec.AbstractFileSystem, path: str, folder: bool) -> bool:
+        """The output folder lies inside the input `folder` at `path`, or a wildcard `path` matches it."""
+        if is_local(fs) != self.local:
+            return False
+        named = self._resolved(fs, path.rstrip("/"))
+        if folder:
+            return self.root.startswith(named.rstrip("/") + "/")
+        return bool(GLOB_CHARS & set(path)) and fnmatch.fnmatchcase(self.root, named)
 
     def _resolved(self, fs: fsspec.AbstractFileSystem, path: str) -> str:
         if self.local:

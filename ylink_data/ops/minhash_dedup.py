@@ -115,6 +115,10 @@ class MinHashDedup(GlobalOp):
                 + ([("score_column", params["score_column"])] if params["keep"] == "highest_score" else []))
 
     @classmethod
+    def numeric_columns(cls, params: dict[str, Any]) -> list[str]:
+        return ["score_column"] if params["keep"] == "highest_score" else []
+
+    @classmethod
     def columns_added(cls, params: dict[str, Any]) -> list[str]:
         return ["dup_cluster_id", "dup_cluster_size"] if params["cluster_columns"] else []
 

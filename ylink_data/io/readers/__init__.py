@@ -16,15 +16,16 @@ from typing import IO, TYPE_CHECKING, Any, Iterator
 import fsspec.spec
 
 from ylink_data.core.errors import InputError
+from ylink_data.core.file_errors import file_problem
 from ylink_data.core.redaction import redact_url
 from ylink_data.core.digest import sha256_of
 from ylink_data.core.storage import filesystem
 from ylink_data.io.input_versions import SplitRead
 from ylink_data.io.listing import InputFile
-from ylink_data.io.readers.base import Bad, Record, Skip, Split
+from ylink_data.io.readers.base import Bad, Record, Skip, Split, is_io_failure
 from ylink_data.io.readers.decompress import decompressed
-from ylink_data.io.readers.registry import (AUTO, COMPRESSION, Planning, format_of_extension, listed, reader_for,
-                                            readers, sniffed_format)
+from ylink_data.io.readers.registry import (AUTO, COMPRESSION, Planning, compressed_problem, compression_of_head,
+                                            format_of_extension, listed, reader_for, readers, sniffed_format)
 
 if TYPE_CHECKING:
     from ylink_data.io.input_config import InputConfig
@@ -58,45 +59,62 @@ def plan_splits(files: list[InputFile], cfg: InputConfig, storage_options_for) -
     splits: list[Split] = []
     planning = Planning(cfg, task_bytes(files, cfg.split_bytes), storage_options_for)
     for file in files:
-        fmt, compression = split_extension(file.url)
-        if cfg.format != AUTO:
-            fmt = cfg.format
-        if file.run_shard:  # a run's shard is Parquet of the document schema, whatever input.format says
-            fmt, compression = "parquet", None
-        if fmt is None and compression is None:
-            fmt = sniff_format(file.url, storage_options_for(file.url))
-        if fmt is None:
-            formats = [r.format for r in readers()]
-            raise InputError(f"cannot tell the format of {file.url} from its name or first bytes; set "
-                             f"input.format ({listed(formats)})")
-        reader = reader_for(fmt)
-        if reader is None:
-            raise InputError(f"no reader for format {fmt!r}")
-        if cfg.chat and not reader.named_fields:
-            raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
-                             f"remove it from input.paths or set input.chat: false")
-        planned = reader.plan(file, compression, planning)
+        try:
+            planned = _plan_file(file, cfg, planning)
+        except Exception as exc:  # the storage's failures, one line naming the file and the cause
+            if not is_io_failure(exc):
+                raise
+            raise InputError(file_problem(exc, file.url)) from None
         # Each split hashes its share of the file's blocks and checks the file is what the listing saw.
         splits += [dataclasses.replace(s, piece=(i, len(planned)), listed=file.listed)
                    for i, s in enumerate(planned)]
     return splits
 
 
-def sniff_format(url: str, storage_options: dict[str, Any]) -> str | None:
-    """The format a reader recognises in a file's first bytes (`%PDF-`; a ZIP holding word/ or ppt/),
-    for files whose name says nothing (e.g. a URL without an extension); None otherwise."""
+def _plan_file(file: InputFile, cfg: InputConfig, planning: Planning) -> list[Split]:
+    named, compression = split_extension(file.url)
+    fmt = named if cfg.format == AUTO else cfg.format
+    if file.run_shard:  # a run's shard is Parquet of the document schema, whatever input.format says
+        fmt, compression = "parquet", None
+    elif named is None and compression is None:
+        # A name that says nothing: its first bytes say the format, or a compression (`.jsonl.lz4`),
+        # whose bytes are no format's text: one ylink decompresses is, when input.format names the
+        # format; another is refused, saying how to undo it.
+        head, zip_names = _head(file.url, planning.storage_options_for(file.url))
+        compressed = compression_of_head(head)
+        if fmt is None:
+            fmt = sniffed_format(head, zip_names)
+        if compressed and (fmt is None or compressed not in COMPRESSION.values()):
+            raise InputError(compressed_problem(redact_url(file.url), compressed))
+        if compressed:  # as a name ending in its extension would say
+            compression = compressed
+    if fmt is None:
+        formats = [r.format for r in readers()]
+        raise InputError(f"cannot tell the format of {file.url} from its name or first bytes; set "
+                         f"input.format ({listed(formats)})")
+    reader = reader_for(fmt)
+    if reader is None:
+        raise InputError(f"no reader for format {fmt!r}")
+    if cfg.chat and not reader.named_fields:
+        raise InputError(f"input.chat reads conversations from JSONL or Parquet rows, but {file.url} is {fmt}; "
+                         f"remove it from input.paths or set input.chat: false")
+    return reader.plan(file, compression, planning)
+
+
+def _head(url: str, storage_options: dict[str, Any]) -> tuple[bytes, Any]:
+    """A file's first KiB, and a function giving its member names if it is a ZIP package (read then)."""
     fs, path = filesystem(url, storage_options)
     with fs.open(path, "rb") as f:
         head = f.read(1024)
 
-        def zip_names() -> list[str] | None:
-            f.seek(0)
-            try:
+    def zip_names() -> list[str] | None:
+        try:
+            with fs.open(path, "rb") as f:
                 return zipfile.ZipFile(f).namelist()
-            except (zipfile.BadZipFile, OSError, EOFError):
-                return None
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return None
 
-        return sniffed_format(head, zip_names)
+    return head, zip_names
 
 
 def task_bytes(files: list[InputFile], split_bytes: int | None) -> int:
