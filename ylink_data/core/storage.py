@@ -24,11 +24,12 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ylink_data.core.errors import OutputError
+from ylink_data.core.paths import package_path
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem for `url` and the path within it."""
-    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    """The filesystem for `url` and the path within it (`package://` URLs: the package's files, core/paths.py)."""
+    return fsspec.core.url_to_fs(package_path(url), **(storage_options or {}))
 
 
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:
@@ -77,6 +78,9 @@ class HashingWriter:
 
 
 _NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+# In the name of the empty file written and removed at once to learn whether a folder can be written
+# (io/writable.py, before every run): one left by a kill in between is no foreign file (io/layout.py).
+WRITE_PROBE = "ylink-write-check-"
 
 
 # No room on the disk, in the user's quota, or in one file (EFBIG: past the file system's or the

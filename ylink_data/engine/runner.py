@@ -17,20 +17,21 @@ import heapq
 import json
 import os
 import re
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ylink_data.core.version import __version__
 from ylink_data.engine.config import PipelineConfig, load_config
-from ylink_data.core.errors import ConfigError, RunStateError
+from ylink_data.core.errors import RunStateError
 from ylink_data.core.storage import read_json, remove, write_json, writing_into
+from ylink_data.io.input_versions import changed_files, file_contents, recorded_files
 from ylink_data.io.listing import InputFile, input_files
 from ylink_data.io.readers import group_splits, plan_splits
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import build_op, op_class
 from ylink_data.engine.card import write_dataset_card
-from ylink_data.engine.column_check import column_problems
-from ylink_data.engine.files_read import files_read
+from ylink_data.engine.files_read import Expected, checked_load, expected_files, files_read
 from ylink_data.engine.global_phase import GlobalContext
 from ylink_data.io.layout import RunLayout
 from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, TASK_FILES, Manifest, write_manifest
@@ -39,17 +40,26 @@ from ylink_data.engine.lock import FolderLock, hold_run_folder
 from ylink_data.engine.node_paths import node_local_warning
 from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
-from ylink_data.engine.stage_warnings import stage_warnings
+from ylink_data.engine.preflight import preflight
 from ylink_data.engine.publish import publish, publish_plan, recorded
-from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
+from ylink_data.engine.stats import TaskStats, check_invariant, records_in, run_stats, timing_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
-from ylink_data.engine.tasks import TaskSpec, current_marker, execute_task, load_marker, sample_scan
+from ylink_data.engine.tasks import TaskSpec, current_marker, execute_task, load_marker, sample_scan, split_bytes
+
+
+# run.json: [url, content id] of every input file, in the fingerprinted configuration once phase 0 has
+# read them (io/input_versions.py), and [url, stamp] of the local ones whose stamp can vouch for them.
+INPUT_CONTENT, INPUT_STAMPS = "input content", "input stamps"
 
 
 class RunResult(NamedTuple):
+    """What `run` returns: the run folder and its stats; unpacks as `path, stats = run(...)`."""
+
     path: str
+    """The run folder (local path or URL), as `output.path` names it."""
     stats: dict[str, Any]
+    """stats.json of the run (`ylink_data.open_run(path).stats`)."""
 
 
 def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
@@ -66,9 +76,18 @@ class _Plan:
     files: list[InputFile]
     tasks: list[list]
     phases: list[Phase]
-    fingerprint: str
+    fingerprint: str  # of the configuration and the input files' names and sizes: run.json's "plan_fingerprint"
     fingerprinted: dict[str, Any]
     sinks: list[Sink]  # the output formats: Parquet shards, and what `output:` asks for
+    # The fingerprint with the content of every input file (run.json's "fingerprint", the manifest's),
+    # known once phase 0 has read them all (`Runner._record_input_content`).
+    sealed: str | None = None
+    stamps: list[list] | None = None  # [url, stamp] of the local input files whose stamp can vouch for them
+    expected: Expected = field(default_factory=dict)  # what every worker checks the ops' files against
+
+    @property
+    def splits(self) -> list:
+        return [split for task in self.tasks for split in task]
 
 
 class Runner:
@@ -77,6 +96,7 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
+        self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         self.scheduler = Scheduler(cfg.ray, on_start=self._warn_about_node_local_paths,
                                    on_notice=self.progress.waiting,
                                    preload=_worker_modules(cfg.ops))
@@ -87,10 +107,13 @@ class Runner:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunResult:
+        self._started = time.time()
+        self._driver_cpu = time.process_time()
         with self.scheduler:
             self.scheduler.warm_up()
             plan = self.plan()
-            for warning in stage_warnings(self.cfg, plan.files):
+            # What `ylink validate` refuses is refused here too, before anything is written (preflight.py).
+            for warning in preflight(self.cfg, plan.files, plan.splits):
                 self.progress.note(warning)
             # Every file of the run takes shape in _work/staging/ (core/storage.py), here as in tasks.
             with hold_run_folder(self.layout, self.progress.note) as lock, self.layout.writing():
@@ -107,8 +130,10 @@ class Runner:
             decisions: list[str] = []
             for phase in plan.phases:
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
+                if phase.index == 0:
+                    self._record_input_content(plan, markers[0])
                 if phase.outgoing:
-                    decisions = self._resolve(phase, markers[phase.index])
+                    decisions = self._resolve(phase, markers[phase.index], plan.expected)
             published = self._publish(markers, plan.sinks)
         shards = published[SHARDS]
         # A shard's marker holds each sink's entry (its Megatron pair, JSONL files): the manifest
@@ -123,13 +148,15 @@ class Runner:
         token_columns = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
         if token_columns:  # token counts of the published shards (stats.token_stats), the last op's that wrote tokens
             stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, token_columns[-1])
+        stats["timing"] = timing_stats(self.scheduler.timings, self._started, time.time(),
+                                       time.process_time() - self._driver_cpu)
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
         # README.md: the run as a dataset (card.py)
         write_dataset_card(self.layout, self.cfg, stats, shards, published["rejected"])
-        manifest = Manifest(name=self.cfg.name, fingerprint=plan.fingerprint, rows=stats["output_records"],
+        manifest = Manifest(name=self.cfg.name, fingerprint=plan.sealed, rows=stats["output_records"],
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             ylink_version=__version__,
                             task_files={kind: {"rows": sum(f["rows"] for f in published[kind]), "files": published[kind]}
@@ -150,7 +177,7 @@ class Runner:
         write_manifest(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
         self._check_published(manifest)
-        self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
+        self.progress.note(f"done: {records_in(stats)}, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 
@@ -201,20 +228,17 @@ class Runner:
         # The content of every file the ops read (models, tokenizers, benchmarks, prompts, lists):
         # a file changed in place is another run. Left out when there is none, as above.
         read = files_read(self.cfg)
-        # A column an op's parameter names that no row will have: refused here, before any task.
-        wrong_columns = column_problems(self.cfg, any(f.run_shard for f in files))
-        if wrong_columns:
-            raise ConfigError(wrong_columns)
         if read:
             fingerprinted["files read"] = read
-        digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
-        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_sinks(self.cfg))
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), _digest(fingerprinted), fingerprinted,
+                     plan_sinks(self.cfg), expected=expected_files(self.cfg, read))
 
     # ------------------------------------------------------------------ output folder state
 
     def _check_output_folder(self, plan: _Plan, lock: FolderLock) -> RunResult | None:
-        """Refuse to mix runs: a different config in the same folder needs --fresh. Returns the
-        finished run when this exact run is already complete."""
+        """Refuse to mix runs: a different config in the same folder, or input files whose content
+        changed since the run read them, needs --fresh. Returns the finished run when this exact run
+        is already complete."""
         layout = self.layout
         foreign = layout.foreign_entries()
         if foreign:
@@ -229,7 +253,9 @@ class Runner:
                                         "rerun with --fresh to replace it")
                 self._remove_run(lock)
             return None
-        same = previous.get("fingerprint") == plan.fingerprint
+        # run.json's "fingerprint" holds the inputs' content once phase 0 has read them; the
+        # configuration alone is "plan_fingerprint" (runs from before it existed: "fingerprint").
+        same = previous.get("plan_fingerprint", previous.get("fingerprint")) == plan.fingerprint
         if not same and not self.fresh:
             # run.json holds it redacted and through JSON: compare like with like, or a parameter
             # that holds a credential would always count as changed.
@@ -242,8 +268,9 @@ class Runner:
             self._remove_run(lock)
             return None
         manifest = load_marker(layout, layout.manifest)
+        self._check_inputs_unchanged(previous, manifest is not None, plan.files)
         if manifest is not None:
-            if manifest.get("fingerprint") != plan.fingerprint:
+            if manifest.get("fingerprint") != previous.get("fingerprint"):
                 raise RunStateError(f"output.path {layout.url} holds a finished run whose manifest.json is of another "
                                     "configuration than its run.json; rerun with --fresh to replace it")
             missing = layout.missing_shards(manifest)
@@ -264,6 +291,41 @@ class Runner:
             return None
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
+
+    def _check_inputs_unchanged(self, previous: dict[str, Any], finished: bool, files: list[InputFile]) -> None:
+        """The input files hold what the run in the folder read (io/input_versions.py): a finished
+        run's content ids (run.json), an unfinished one's tasks' records of what they read (their
+        markers, and input.sample's pass). A file that changed since is one line: the run is of other
+        input now, and resuming it would publish documents of both versions of the file."""
+        layout = self.layout
+        if finished:
+            contents = previous.get("fingerprinted", {}).get(INPUT_CONTENT)
+            records = None if contents is None else recorded_files(contents, previous.get(INPUT_STAMPS, []))
+        else:
+            read = list(self._existing_markers(layout.work("phase0", "done")).values())
+            sample = load_marker(layout, layout.sample_cut)
+            read += [sample] if sample is not None else []
+            records = None if any("inputs" not in m for m in read) else [r for m in read for r in m["inputs"]]
+        if records is None:
+            raise RunStateError(f"output.path {layout.url} holds a run from before ylink recorded what its input "
+                                f"files hold (ylink {previous.get('ylink_version', '?')}), so whether they changed "
+                                "since cannot be told; rerun with --fresh to replace it")
+        changed = changed_files(records, files, self.cfg.storage_options)
+        if changed:
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            raise RunStateError(f"output.path {layout.url} holds a run whose input files changed since it read "
+                                f"them (same name and size): {', '.join(changed[:3])}{more}; rerun with --fresh to "
+                                "replace it, or choose another output.path")
+
+    def _record_input_content(self, plan: _Plan, markers: dict[int, dict]) -> None:
+        """Once phase 0 has read every input file: each file's content id goes into the fingerprinted
+        configuration, and run.json's fingerprint (the manifest's) becomes that of the configuration
+        with the content of its inputs; the stamps that can vouch for a file spare a rerun hashing it."""
+        records = [r for m in markers.values() for r in m["inputs"]]
+        contents, plan.stamps = file_contents(plan.files, records)
+        plan.fingerprinted[INPUT_CONTENT] = contents
+        plan.sealed = _digest(plan.fingerprinted)
+        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
 
     def _remove_run(self, lock: FolderLock) -> None:
         lock.check()
@@ -292,9 +354,11 @@ class Runner:
 
     def _run_info(self, plan: _Plan) -> dict[str, Any]:
         return self.cfg.redact({
-            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
-            "fingerprinted": plan.fingerprinted, "config": self.cfg.model_dump(exclude={"ops"}),
-            "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.sealed or plan.fingerprint,
+            "plan_fingerprint": plan.fingerprint, "fingerprinted": plan.fingerprinted,
+            **({INPUT_STAMPS: plan.stamps} if plan.sealed else {}),
+            "config": self.cfg.model_dump(exclude={"ops"}),
+            "tasks": len(plan.tasks), "started": self.started,
             "ylink_version": __version__})
 
     def _warn_about_node_local_paths(self, executor: Executor) -> None:
@@ -313,7 +377,7 @@ class Runner:
         for t, splits in enumerate(plan.tasks):
             if t in markers:
                 continue
-            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
+            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers, files_read=plan.expected)
             if phase.index == 0:
                 spec.splits = splits
                 spec.inline = self._inline_inputs(splits, where)
@@ -334,7 +398,9 @@ class Runner:
             self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
 
         self.scheduler.run(execute_task, [(s,) for s in specs], on_done=on_done,
-                           describe=lambda i: _describe_task(specs[i]), where=where)
+                           describe=lambda i: _describe_task(specs[i]), where=where,
+                           step=f"phase {phase.index}", ids=[s.task for s in specs],
+                           costs=[_task_cost(s, previous) for s in specs])
         self.progress.finish(handle)
         return markers
 
@@ -352,25 +418,29 @@ class Runner:
         if saved is not None and saved.get("sample") == n and saved.get("sample_seed") == seed:
             return tuple(saved["cut"]) if saved["cut"] is not None else None
         where = self.scheduler.where(len(plan.tasks))
-        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where))
+        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where),
+                          files_read=plan.expected)
                  for t, splits in enumerate(plan.tasks)]
         handle = self.progress.phase(f"sample: rank every document, keep {n:,}", len(specs))
         lowest: list[tuple[int, str]] = []
         documents = 0
+        reads: list[dict] = []  # what the pass read: a resumed run checks the files still hold it
 
         def on_done(i: int, result: dict) -> None:
             nonlocal lowest, documents
             lowest = heapq.nsmallest(n, [*lowest, *(tuple(key) for key in result["lowest"])])
             documents += result["documents"]
+            reads.extend(result["inputs"])
             files = sum(1 for split in specs[i].splits if split.end is None)
             self.progress.advance(handle, result["documents"], result["bytes"], files)
 
         self.scheduler.run(sample_scan, [(s,) for s in specs], on_done=on_done,
-                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where)
+                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where,
+                           step="sample pass", costs=[_task_cost(s, {}) for s in specs])
         self.progress.finish(handle)
         cut = list(lowest[-1]) if documents > n else None
         write_json(self.layout.fs, self.layout.sample_cut,
-                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut})
+                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut, "inputs": reads})
         return tuple(cut) if cut is not None else None
 
     def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
@@ -391,7 +461,7 @@ class Runner:
             names.append(f"{phase.outgoing[1]} keys")
         return f"phase {phase.index}: " + " → ".join(names)
 
-    def _resolve(self, phase: Phase, markers: dict[int, dict]) -> list[str]:
+    def _resolve(self, phase: Phase, markers: dict[int, dict], expected: Expected) -> list[str]:
         marker_path = self.layout.resolve_marker(phase.index)
         done = load_marker(self.layout, marker_path)
         if done is not None:
@@ -407,6 +477,9 @@ class Runner:
         # (other CPUs), and a file it does not overwrite would be read as its own.
         if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
             self.layout.fs.rm(self.layout.resolve_dir(phase.index), recursive=True)
+        # the files it reads (a saved index) are what run.json names; checked before only, as the op may
+        # write them itself (minhash_dedup's save_index into the folder of its index)
+        checked_load(self.cfg, idx - 1, name, params, expected, lambda: None)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self.scheduler.counter.completed_one()
@@ -422,7 +495,7 @@ class Runner:
             self.progress.advance(handle)
 
         self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}",
-                           lone_to_workers=True)
+                           lone_to_workers=True, step=label)
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
@@ -443,7 +516,9 @@ class Runner:
                 self.progress.advance(handle, entry["rows"])
 
         self.scheduler.run(publish, [(job,) for job in todo], on_done=on_done,
-                           describe=lambda i: f"publish {todo[i].kind} {todo[i].index}")
+                           describe=lambda i: f"publish {todo[i].kind} {todo[i].index}", step="publish",
+                           ids=[jobs.index(job) for job in todo],
+                           costs=[sum(p.get("bytes", 0) for p in job.parts) for job in todo])
         self.progress.finish(handle)
         return {kind: [entries[job.marker] for job in jobs if job.kind == kind] for kind in (SHARDS, *TASK_FILES)}
 
@@ -460,8 +535,21 @@ class Runner:
                     found[int(m.group(1))] = marker
         return found
 
+
+def _digest(fingerprinted: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return op_class(name).fingerprint_params(params)
+
+
+def _task_cost(spec: TaskSpec, previous: dict[int, dict]) -> float:
+    """A task's estimated cost, to hand out the longest first: the input bytes of its splits (phase
+    0), else the bytes of the parts it reads (what the previous phase kept of its documents)."""
+    if spec.splits:
+        return float(sum(split_bytes(s) for s in spec.splits))
+    return float(sum(p.get("bytes", 0) for p in previous.get(spec.task, {}).get("parts", [])))
 
 
 def _describe_task(spec: TaskSpec, phase: str | None = None) -> str:

@@ -31,7 +31,7 @@ from typing import Any, ContextManager
 
 import fsspec
 
-from ylink_data.core.storage import filesystem, is_temporary, join, remove, staging
+from ylink_data.core.storage import WRITE_PROBE, filesystem, is_temporary, join, remove, staging
 from ylink_data.io.manifest import TASK_FILES, Manifest, ManifestError
 from ylink_data.io.sinks import SINKS
 
@@ -169,7 +169,8 @@ class RunLayout:
             return []
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
         own = own_entries()
-        return sorted(n for n in names if n not in own and n not in KEPT_ENTRIES and n != LOCK)
+        return sorted(n for n in names if n not in own and n not in KEPT_ENTRIES and n != LOCK
+                      and not n.lstrip("._").startswith(WRITE_PROBE))
 
     def missing_shards(self, manifest: dict[str, Any]) -> list[str]:
         """The files `manifest` lists (shards, and every sink's: Megatron pairs, JSONL files) that are

@@ -79,14 +79,14 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
             raise InputError(f"tokenizer {redact_url(tokenizer)} has no end-of-document token (<|endoftext|>, "
                              "</s>...): name one with --eod-token, or give --no-eod")
         spec = TokenizerSpec(tokenizer, _options(tokenizer, storage_options), eod_token, append_eod)
-        token_dtype, described = tok.dtype, tok.describe()
+        token_dtype, described, max_id = tok.dtype, tok.describe(), tok.max_id
         made_of = {"tokenizer_sha256": tok.sha256, "eod_id": tok.eod_id if append_eod else None}
     else:
-        token_dtype = _token_ids_dtype(manifest, shown)
+        token_dtype, max_id = _token_ids_dtype(manifest, shown), None
         described = (manifest.data.get("megatron") or {}).get("tokenizer")
         made_of = {"token_ids": True}
     try:
-        dtype = megatron_dtype(dtype, token_dtype)
+        dtype = megatron_dtype(dtype, token_dtype, max_id)
     except ValueError as exc:
         raise InputError(f"--dtype: {exc}") from None
     source = {"run": shown, "run_manifest_sha256": hashlib.sha256(manifest.raw).hexdigest(), "dtype": dtype,

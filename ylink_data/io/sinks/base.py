@@ -97,6 +97,15 @@ class Sink(ABC):
         """The columns of a shard (of `schema`) that its files are made of."""
         return []
 
+    @classmethod
+    def columns_needed(cls) -> tuple[tuple[str, ...], ...]:
+        """The columns its files cannot be made without: every column of one of these sets (none:
+        any rows do). engine/column_check.py refuses a run whose stages make none of them, before
+        any work, saying `makers`."""
+        return ()
+
+    makers: ClassVar[tuple[str, ...]] = ()  # the ops that make `columns_needed`, which the fix names
+
     def dropped_columns(self) -> list[str]:
         """Columns the Parquet shards leave out once this sink has what it needs of them."""
         return []

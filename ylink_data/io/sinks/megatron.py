@@ -71,10 +71,10 @@ class MegatronSink(Sink):
         url = params["tokenizer"]
         tok = load_tokenizer(url, cfg.storage_options(url), params.get("eod_token"))
         try:
-            dtype = megatron_dtype(wanted.dtype, tok.dtype)
+            dtype = megatron_dtype(wanted.dtype, tok.dtype, tok.max_id)
         except ValueError as exc:
-            raise ConfigError(f"output.megatron.dtype: {exc} (tokenizer {redact_url(url)} has "
-                              f"{tok.vocab_size:,} tokens)") from None
+            raise ConfigError(f"output.megatron.dtype: {exc} (tokenizer {redact_url(url)}: {tok.vocab_size:,} "
+                              f"tokens, ids up to {tok.max_id:,})") from None
         return cls(dtype, tok.describe(), wanted.keep_token_ids)
 
     def columns(self, schema: "pa.Schema") -> list[str]:
