@@ -84,7 +84,7 @@ def run(name: str, paths: list[str], fmt: str | None, stages: list, cpus: int, e
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump({"name": f"sizing-{name}", "input": {"paths": paths, **({"format": fmt} if fmt else {})},
                                       "output": {"path": str(out)}, "stages": stages, **(extra or {})}, sort_keys=False))
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # a killed earlier run may still be leaving files
     size = FolderSize(out)
     cmd = ylink_command() + ["run", str(config), "--fresh", "--no-progress", "--set", f"ray.num_cpus={cpus}"]
     r = run_measured(cmd, OUT / f"{name}-{cpus}.log", "0" if cpus == 1 else f"0-{cpus - 1}", interval=0.1)

@@ -22,7 +22,8 @@ INPUTS = sorted([*SAMPLES.glob("*.warc*"), *TEST_DATA.glob("*.jsonl.gz"), *(REPO
 def test_phase_line_and_summary_count_the_same_documents(path, tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "p.json"  # a pipeline of no ops: what the reader makes is what is kept
-    cfg.write_text(json.dumps({"name": "count", "input": {"paths": [str(path)]}, "output": {"path": str(out)},
+    chat = {"chat": True} if path.parent.name == "chat" else {}  # conversations, not documents of a text field
+    cfg.write_text(json.dumps({"name": "count", "input": {"paths": [str(path)], **chat}, "output": {"path": str(out)},
                                "stages": []}))
     proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", "run", str(cfg), "--no-progress"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)

@@ -90,12 +90,14 @@ CHANGES: dict[str, tuple[Callable[[Path], None], bool]] = {  # name -> (change, 
 
 
 def _inputs(root: Path) -> tuple[list[Path], int]:
-    """Two JSONL files of real documents, each cut into PIECES splits; and input.split_bytes."""
+    """Two JSONL files of real documents, A cut into PIECES splits, B smaller than one of them; and
+    input.split_bytes. Tasks are handed out longest first (engine/submit.py), so A's splits are read
+    before B's, whatever the order of equal ones."""
     root.mkdir(parents=True)
     text = gzip.decompress(JSONL.read_bytes())
     files = [root / "A.jsonl", root / "B.jsonl"]
-    for k, f in enumerate(files):
-        f.write_bytes(text * (4 + k))
+    for f, copies in zip(files, (PIECES + 1, 1)):
+        f.write_bytes(text * copies)
     return files, -(-files[0].stat().st_size // PIECES)
 
 
@@ -128,7 +130,7 @@ def test_every_change_of_an_input_is_caught(tmp_path, change, when):
     out = tmp_path / "out"
     config = _config(files, out, split_bytes)
     (tmp_path / "p.yaml").write_text(json.dumps(config))
-    if when == "killed run":  # killed once A's splits are read, B's not yet (local tasks run in order)
+    if when == "killed run":  # killed once A's splits are read, B's not yet (_inputs)
         killed = ylink("run", tmp_path / "p.yaml", env={"YLINK_FAIL_AFTER_TASKS": str(PIECES)})
         assert killed.returncode == 75, killed.stderr
         assert len(list((out / "_work" / "phase0" / "done").glob("task-*.json"))) == PIECES

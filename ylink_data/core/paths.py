@@ -6,6 +6,7 @@ self_instruct-en.jsonl`), PATH relative to the package folder: it is found from 
 where a relative path would be looked for under the folder the command runs in."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -14,8 +15,10 @@ CONFIGS = PACKAGE.parent / "configs"
 PACKAGE_URL = "package://"
 
 
-def package_path(url: str) -> str:
-    """The local path of a `package://` URL inside the installed package; any other URL unchanged."""
+def package_path(url: str | os.PathLike) -> str:
+    """The local path of a `package://` URL inside the installed package; any other URL (or a
+    `pathlib.Path`, which callers of the Python API pass) as a string, unchanged."""
+    url = os.fspath(url)
     if url.startswith(PACKAGE_URL):
         return str(PACKAGE / url[len(PACKAGE_URL):])
     return url
