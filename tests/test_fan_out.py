@@ -16,9 +16,15 @@ from ylink_data.engine.runner import Runner
 from ylink_data.engine.stats import check_invariant
 from ylink_data.engine.tasks import TaskSpec, execute_task
 from ylink_data.ops import REGISTRY, DocumentSplitter, fan_out, op_class
+from ylink_data.io.layout import RunLayout
 
 
 JSONL = Path(__file__).parent / "data" / "cc_en_head-0174.jsonl.gz"  # 10 real Common Crawl pages (data/SOURCE.md)
+
+def _staged(tmp_path, entry: dict) -> str:
+    """Where a task's rejected/ or quarantine/ file (its marker's entry) waits for the publish phase."""
+    return RunLayout.for_url(str(tmp_path / "out"), {}).staged(0, entry["path"])
+
 
 
 class _Lines(DocumentSplitter):
@@ -85,11 +91,11 @@ def test_rows_made_from_documents_are_accounted(lines_op, tmp_path):
     assert all(len(p) == 32 for p in parents) and len(set(parents)) == len(with_lines)
 
     # the dropped documents keep their own ids and rows in rejected/, the error its id in quarantine
-    rejected = pq.read_table(marker["rejected"][0])
+    rejected = pq.read_table(_staged(tmp_path, marker["rejected"][0]))
     assert rejected.num_rows == without and set(rejected.column("reason").to_pylist()) == {"test_lines:no_long_line"}
     assert all("#" not in i for i in rejected.column("id").to_pylist())
     assert rejected.column("line_no").null_count == without
-    entries = [json.loads(x) for x in (tmp_path / "out" / "quarantine" / "phase0-task-00000.jsonl").open()]
+    entries = [json.loads(x) for x in open(_staged(tmp_path, marker["quarantine"][0]))]
     assert [e["error"] for e in entries] == ["ValueError: boom"] and "#" not in entries[0]["id"]
 
 

@@ -12,8 +12,14 @@ from ylink_data.engine.config import load_config
 from ylink_data.engine.runner import Runner
 from ylink_data.engine.tasks import TaskSpec, execute_task
 from ylink_data.ops import REGISTRY, DocumentFilter, DocumentMapper, op_class, validate_stages
+from ylink_data.io.layout import RunLayout
 
 from .conftest import SAMPLES
+
+def _staged(tmp_path, entry: dict) -> str:
+    """Where a task's rejected/ or quarantine/ file (its marker's entry) waits for the publish phase."""
+    return RunLayout.for_url(str(tmp_path / "out"), {}).staged(0, entry["path"])
+
 
 
 class _NoSpam(DocumentFilter):
@@ -58,13 +64,13 @@ def test_drops_and_errors_are_accounted_in_a_task(no_spam_op, tmp_path):
     assert kept == op["out"]
     assert marker["stats"]["input_records"] == kept + sum(read["dropped"].values()) + sum(
         op["dropped"].values()) + op["quarantined"] + read["quarantined"]
-    rejected = pq.read_table(marker["rejected"][0])
+    rejected = pq.read_table(_staged(tmp_path, marker["rejected"][0]))
     assert set(rejected.column("reason").to_pylist()) == {"test_no_spam:spam"}
     assert all("the" in t.lower() for t in rejected.column("text").to_pylist())
     for part in marker["parts"]:
         assert not any("the" in t.lower() for t in pq.read_table(part["path"]).column("text").to_pylist())
     # This sample has no response without a url, so nothing is quarantined by the op.
-    assert op["quarantined"] == 0 and not (tmp_path / "out" / "quarantine").exists()
+    assert op["quarantined"] == 0 and marker["quarantine"] == []
 
 
 def test_a_document_whose_op_raises_is_quarantined(no_spam_op, tmp_path):
@@ -76,7 +82,7 @@ def test_a_document_whose_op_raises_is_quarantined(no_spam_op, tmp_path):
     spec = TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0])
     marker = execute_task(spec)
     assert marker["stats"]["stages"]["1"]["quarantined"] == 1 and marker["parts"] == []
-    entries = [json.loads(line) for line in (tmp_path / "out" / "quarantine" / "phase0-task-00000.jsonl").open()]
+    entries = [json.loads(line) for line in open(_staged(tmp_path, marker["quarantine"][0]))]
     assert len(entries) == 1
     assert entries[0]["stage"] == "test_no_spam" and entries[0]["file"] == str(text)
     assert entries[0]["error"] == "ValueError: no url to judge by" and len(entries[0]["id"]) == 32
@@ -118,7 +124,7 @@ def test_a_mapper_changes_documents_and_a_slow_one_is_quarantined_as_timeout(sho
     plan = Runner(cfg).plan()
     marker = execute_task(TaskSpec(cfg, plan.phases[0], 0, splits=plan.tasks[0]))
     op = marker["stats"]["stages"]["1"]
-    entries = [json.loads(line) for line in (tmp_path / "out" / "quarantine" / "phase0-task-00000.jsonl").open()]
+    entries = [json.loads(line) for line in open(_staged(tmp_path, marker["quarantine"][0]))]
     assert op["quarantined"] == len(entries) >= 1
     assert {e["reason"] for e in entries} == {"timeout"} and op["counters"]["quarantined_timeout"] == len(entries)
     assert all(e["error"] == "timeout: over the 0.2 s time limit" for e in entries)
@@ -127,6 +133,6 @@ def test_a_mapper_changes_documents_and_a_slow_one_is_quarantined_as_timeout(sho
     assert all(t == t.upper() for t in kept.column("text").to_pylist())
     assert set(kept.column("lang").to_pylist()) == {"xx"}
     assert all(json.loads(m)["shouted"] for m in kept.column("metadata").to_pylist())
-    rejected = pq.read_table(marker["rejected"][0])
+    rejected = pq.read_table(_staged(tmp_path, marker["rejected"][0]))
     assert set(rejected.column("reason").to_pylist()) == {"test_shout:short"}
     assert all(len(t) < 16000 for t in rejected.column("text").to_pylist())

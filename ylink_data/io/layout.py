@@ -63,6 +63,14 @@ def _own_name(name: str) -> bool:
     return bool(_OWN_NAME.fullmatch(name)) or any(name in sink.whole_run_files for sink in SINKS.values())
 
 
+def _leftover(rel: str) -> bool:
+    """Whether `rel`, a file its manifest does not list, is the run's own to remove: a file of its
+    naming in one of its folders, or the empty probe the output check writes (io/writable.py) and a
+    kill left, wherever it is."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.lstrip("._").startswith(WRITE_PROBE) or ("/" in rel and _own_name(name))
+
+
 @dataclass
 class RunLayout:
     root: str  # the path within `fs` (no protocol)
@@ -277,7 +285,7 @@ class RunLayout:
         """The files of the run folder (outside _work/) that `manifest` does not account for: (the run's
         own leftovers, by their names, files that are not the run's)."""
         extra = self._extra(manifest, self.files())
-        own = [rel for rel in extra if "/" in rel and _own_name(rel.rsplit("/", 1)[-1])]
+        own = [rel for rel in extra if _leftover(rel)]
         return own, [rel for rel in extra if rel not in own]
 
     def listing_problems(self, manifest: Manifest) -> list[str]:
