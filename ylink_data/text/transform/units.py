@@ -19,8 +19,10 @@ language code, else its script (`transform.script`, which language ID's script p
 """
 from __future__ import annotations
 
+import importlib.abc
 import logging
 import re
+import sys
 import unicodedata
 from functools import lru_cache
 from itertools import chain
@@ -315,9 +317,31 @@ def unit_languages(language: str, texts: pa.Array | pa.ChunkedArray,
     return out
 
 
+class _NoPkgResources(importlib.abc.MetaPathFinder):
+    """Makes `pkg_resources` unimportable while jieba is imported (see `loaded_jieba`)."""
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name == "pkg_resources" or name.startswith("pkg_resources."):
+            raise ModuleNotFoundError(f"No module named {name!r} (ylink imports jieba without it)", name=name)
+        return None
+
+
 @lru_cache(maxsize=None)
 def loaded_jieba():
-    """The jieba module, its dictionary loaded (once per process), quiet."""
+    """The jieba module, its dictionary loaded (once per process), quiet.
+
+    jieba 0.42 reads its dictionary through `pkg_resources` when it can import it, else with
+    `open` beside its own files (jieba/_compat.py). setuptools deprecated `pkg_resources` (from 81
+    every import warns, once per worker process) and drops it: jieba is imported here with
+    `pkg_resources` unimportable, so that it always takes its own way, the same words, no
+    warning, whichever setuptools is installed."""
+    if "jieba" not in sys.modules and "pkg_resources" not in sys.modules:
+        blocker = _NoPkgResources()
+        sys.meta_path.insert(0, blocker)
+        try:
+            import jieba
+        finally:
+            sys.meta_path.remove(blocker)
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
