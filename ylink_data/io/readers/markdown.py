@@ -10,7 +10,7 @@ from ylink_data.io.readers.document import MARKDOWN, document, first_heading
 from ylink_data.io.readers.text import decode_utf8
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
-_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
+_TITLE = re.compile(r"^title:[ \t]*(\S(?:.*\S)?)[ \t]*$", re.M)  # no lazy group before spaces: linear
 
 
 def read_markdown(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:

@@ -68,10 +68,12 @@ _MANY_RECORDS = ("a gzip member holds more than one WARC record (gzip files conc
 # Header blocks in the one form that the fast path and warcio read alike: CRLF line ends, no folded
 # lines, every line a token, a colon and a value.
 _HEADER_LINES = rb"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*\r\n)*\r\n"
-_WARC_HEAD = re.compile(rb"WARC/\d+\.\d+\r\n" + _HEADER_LINES)
-_HTTP_HEAD = re.compile(rb"HTTP/1\.[01] \d{3}(?: [^\r\n]*)?\r\n" + _HEADER_LINES)
-_ARC_LINE = re.compile(rb"\S+ \S+ \d{14} (?:\S+ )*\d+\r?\n")  # URL IP DATE [TYPE ...] LENGTH
-_ARC_URL = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*:\S")  # how an ARC header line starts
+# Each starts a line (or a run of scheme characters): a search tries it only there, not from every
+# "WARC/" or letter inside the lines it would read on (quadratic, issue 39).
+_WARC_HEAD = re.compile(rb"(?<![^\n])WARC/\d+\.\d+\r\n" + _HEADER_LINES)
+_HTTP_HEAD = re.compile(rb"(?<![^\n])HTTP/1\.[01] \d{3}(?: [^\r\n]*)?\r\n" + _HEADER_LINES)
+_ARC_LINE = re.compile(rb"(?<![^\n])\S+ \S+ \d{14} (?:\S+ )*\d+\r?\n")  # URL IP DATE [TYPE ...] LENGTH
+_ARC_URL = re.compile(rb"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:\S")  # how an ARC header line starts
 _PEEK = 512  # inflated bytes that show whether a gzip member starts a record
 _LINE_START = re.compile(rb"\n(?=[A-Za-z])")  # where a WARC or an ARC header line may start
 # How the next record is found at a split's start or after a damaged record (`next_record_start`):

@@ -30,8 +30,8 @@ class Pair:
 
 # ----------------------------------------------------------------------------- cleaning
 
-_BLOCK_TAG = re.compile(r"<\s*/?\s*(?:p|div|br|li|ul|ol|h[1-6]|tr|td|th|table|blockquote|section|hr)\b[^>]*>", re.I)
-_TAG = re.compile(r"<[^>]*>")
+_BLOCK_TAG = re.compile(r"<\s*(?:/\s*)?(?:p|div|br|li|ul|ol|h[1-6]|tr|td|th|table|blockquote|section|hr)\b[^<>]*>", re.I)
+_TAG = re.compile(r"<[^<>]*>")  # ends at the next "<" too: linear on "<<<<..." (issue 39)
 _SPACES = re.compile(r"\s+")
 
 

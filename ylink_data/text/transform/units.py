@@ -75,7 +75,9 @@ _INFIX = re.compile(r"\.\.+|…|" + _SYMBOL +
                     r"|(?<=[^\W\d_]),(?=[^\W\d_])"
                     r"|(?<=[^\W_])(?:---|--|——|-|–|—|~)(?=[^\W\d_])"
                     r"|(?<=[^\W_])[:<>=/](?=[^\W\d_])")
-_URL = re.compile(r"(?:[\w+\-.]{2,}://)?(?:\S+(?::\S*)?@)?(?:[^\W_](?:[\w-]{0,62}[^\W_])?\.)+[a-z]{2,63}\.?"
+# From a token's start (\A); user info as runs of non-@ then @ (`\S+(?::\S*)?@` split a token of
+# colons every way: quadratic, issue 39).
+_URL = re.compile(r"\A(?:[\w+\-.]{2,}://)?(?:[^\s@]+@+)*(?:[^\W_](?:[\w-]{0,62}[^\W_])?\.)+[a-z]{2,63}\.?"
                   r"(?::\d{2,5})?(?:[/?#]\S*)?$")
 # spaCy's English special cases that end in "." (kept as one token).
 ABBREV = frozenset("""
