@@ -51,8 +51,9 @@ try:  # members are inflated here: zlib-ng is about 1.7x faster than the system 
 except ImportError:  # pragma: no cover - a core dependency; the standard zlib gives the same bytes
     inflate_lib = zlib
 
-from ylink_data.io.charset import html_text
-from ylink_data.io.readers.base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
+from ylink_data.io.charset import Binary, html_text, sniff_text
+from ylink_data.io.readers.base import (BINARY, DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error,
+                                        is_io_failure)
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20
@@ -496,7 +497,10 @@ def _to_item(offset: int, rtype: str, header, status: int | None, content_type: 
         return Skip(offset, "not_html")
     if not body.strip():
         return Skip(offset, "empty")
-    text, encoding = html_text(body, content_type)
+    sniffed = sniff_text(body)  # a PNG served as text/html is no page; a UTF-16 page without a BOM is one
+    if isinstance(sniffed, Binary):
+        return Bad(offset, sniffed.error("HTML"), BINARY)
+    text, encoding = sniffed if sniffed is not None else html_text(body, content_type)
     meta["content_type"] = content_type.split(";")[0].strip() or "text/html"
     meta["charset"] = encoding
     return Record(offset, text, url, meta)
