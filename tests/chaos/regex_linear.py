@@ -30,9 +30,14 @@ import re
 import sys
 import time
 from pathlib import Path
-from re import _constants as C  # noqa: N812 (the parser's opcode names)
-from re import _parser
 from typing import Callable, Iterator
+
+try:  # the parser of the re module: re._parser from Python 3.11, sre_parse before
+    from re import _constants as C  # noqa: N812 (the parser's opcode names)
+    from re import _parser
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as C  # noqa: N812
+    import sre_parse as _parser
 
 import ylink_data
 
@@ -44,6 +49,8 @@ SLACK = 4  # a ratio to the baseline up to SLACK times the ratio of the sizes is
 SCREEN = (256, 2048)  # the sizes every period is tried at first
 FINALISTS = 2  # periods per pattern timed up to 256 KB: those that grew fastest at SCREEN
 ATOMS = 10  # characters of a pattern paired with each other (and with space, newline, -, ., a)
+_REPEATS = tuple(getattr(C, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(C, name))
+_ATOMIC = getattr(C, "ATOMIC_GROUP", object())  # Python 3.11's (?>...)
 SEPARATORS = " \n\t-.,:;/<>@#=_\"'()[]{}*+?!|\\\x00aZ0é中。，\u3000"
 
 
@@ -223,11 +230,11 @@ def _chars(node: tuple) -> list[str]:
         return _class_chars(av)
     if op is C.ANY:
         return ["a", " ", "\n"]
-    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+    if op in _REPEATS:
         return _seq_chars(av[2])
     if op is C.SUBPATTERN:
         return _seq_chars(av[-1])
-    if op is C.ATOMIC_GROUP:
+    if op is _ATOMIC:
         return _seq_chars(av)
     if op is C.BRANCH:
         return [c for branch in av[1] for c in _seq_chars(branch)]
@@ -245,11 +252,11 @@ def _shortest(seq) -> str:
         if op in (C.LITERAL, C.NOT_LITERAL, C.IN, C.ANY):
             chars = _chars((op, av))
             out.append(chars[0] if chars else "a")
-        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        elif op in _REPEATS:
             out.append(_shortest(av[2]) * av[0])
         elif op is C.SUBPATTERN:
             out.append(_shortest(av[-1]))
-        elif op is C.ATOMIC_GROUP:
+        elif op is _ATOMIC:
             out.append(_shortest(av))
         elif op is C.BRANCH:
             out.append(_shortest(av[1][0]))
@@ -260,13 +267,13 @@ def _pumps(seq, before: str) -> Iterator[tuple[str, list[str]]]:
     """(the text before, the characters of its body) for every unbounded or long repeat."""
     for k, (op, av) in enumerate(seq):
         prefix = before + _shortest(seq[:k])
-        if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
-            if av[1] is C.MAXREPEAT or av[1] >= 32:
+        if op in _REPEATS:
+            if av[1] >= 32:  # unbounded (MAXREPEAT) or long
                 yield prefix, _seq_chars(av[2])
             yield from _pumps(av[2], prefix)
         elif op is C.SUBPATTERN:
             yield from _pumps(av[-1], prefix)
-        elif op is C.ATOMIC_GROUP:
+        elif op is _ATOMIC:
             yield from _pumps(av, prefix)
         elif op is C.BRANCH:
             for branch in av[1]:
