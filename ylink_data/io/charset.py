@@ -177,10 +177,11 @@ def sniff_text(data: bytes) -> Binary | tuple[str, str] | None:
     magic, signature = _signature(head)
     if signature and (magic == b"%PDF-" or any(b >= 0x80 or b < 0x20 and b not in b"\t\n\r" for b in magic)):
         return Binary(signature)
-    utf16 = _utf16(data, head)
+    has_nul = b"\x00" in head
+    utf16 = _utf16(data, head) if has_nul or head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) else None
     if utf16 is not None:
         return utf16
-    nuls = head.count(0)
+    nuls = head.count(0) if has_nul else 0
     if nuls and nuls * _NUL_PER_BYTES >= len(head):
         return Binary(signature or f"{nuls} NUL bytes in its first {len(head):,}")
     controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
@@ -189,13 +190,23 @@ def sniff_text(data: bytes) -> Binary | tuple[str, str] | None:
     return None
 
 
+_AT_START: dict[bytes, list[tuple[bytes, str]]] = {}  # the signatures at offset 0, by their first byte
+for _at, _magic, _what in _SIGNATURES:
+    if _at == 0:
+        _AT_START.setdefault(_magic[:1], []).append((_magic, _what))
+_FURTHER_IN = [(at, magic, what) for at, magic, what in _SIGNATURES if at]
+
+
 def _signature(head: bytes) -> tuple[bytes, str | None]:
     """(the bytes, what) of the signature `head` starts with (or all of `head`, at least 3 bytes of
     a signature: the first line of a file, which a signature's own line feed cuts), else (b"", None)."""
-    for at, magic, what in _SIGNATURES:
-        seen = magic[:max(0, len(head) - at)]
-        if len(seen) >= min(3, len(magic)) and head.startswith(seen, at):
+    for magic, what in _AT_START.get(head[:1], ()):
+        seen = magic[:len(head)]
+        if len(seen) >= min(3, len(magic)) and head.startswith(seen):
             return seen, what
+    for at, magic, what in _FURTHER_IN:
+        if head.startswith(magic, at):
+            return magic, what
     return b"", None
 
 
