@@ -20,11 +20,14 @@ placeholders decide; a file that contradicts `rubric` is a config error). `scale
 is the scale of your rubric (default: the rubric's, 1-10 or 0-5). The answer is read strictly
 (ops/judge_parse.py lists the accepted forms): JSON `{"score", "reason"}` (in a ```json fence
 too) or, failing that, `Score: N` lines (`评分：N`; a `Total score: N` line over per-criterion ones),
-the reason being the rest of the text. An answer with no score, one outside the scale (the judge
-did not follow the rubric: its number means nothing on it), an ambiguous one (two different scores,
-"3/10" on a 0-5 scale) or one that cannot be stored (a lone surrogate in its reason, a 5,000-digit
+the reason being the rest of the text; a score is a plain number or a fraction of the scale's top
+("7", "7.5", "7/10"). An answer with no score, one outside the scale (the judge did not follow the
+rubric: its number means nothing on it), one that is no plain number ("8e-1", "0x5", "5½"), an
+ambiguous one (two different scores, "7 to 8", "3/10" on a 0-5 scale, a JSON key named twice) or
+one that cannot be stored (a lone surrogate in its reason, a 5,000-digit
 number) quarantines the row with the raw answer, reason `unusable_response` (io/llm/answer.py, as for
-every op that calls a model), and so does a request that failed after `llm.max_retries`: a row the
+every op that calls a model; an answer cut off at `max_tokens` as `truncated`), and so does a request
+that failed after `llm.max_retries`: a row the
 judge could not score is never kept or dropped as if it had been. `min_score` (on the scale) drops rows
 scored below it as `judge:low_score`.
 
