@@ -1,7 +1,8 @@
 """Issue 39, point 9: binary files and UTF-16 text read by the readers of text (every reader that
-declares `holds_text`, and the HTML records of a WARC). Before: a PNG named .html was published as
-mojibake, a BOM-less UTF-16LE .txt with a NUL between its letters, a UTF-16 .txt with a byte order
-mark quarantined as "invalid UTF-8", and a PNG named .jsonl made one "invalid JSON" entry per line.
+declares `holds_text`, the HTML records of a WARC, the text records of a WET). Before: a PNG named
+.html was published as mojibake, a BOM-less UTF-16LE .txt (or WET record) with a NUL between its
+letters, a UTF-16 .txt with a byte order mark quarantined as "invalid UTF-8", and a PNG named .jsonl
+made one "invalid JSON" entry per line.
 
 One real pipeline run over a generated sweep: every binary format below, made by the library that
 writes it (Pillow, zlib, bz2, lzma, zstandard, zipfile, tarfile, sqlite3, pyarrow, wave, pickle) or
@@ -104,13 +105,19 @@ def _extensions(fmt: str | None = None) -> list[str]:
     return [e for r in readers() if r.holds_text and (fmt is None or r.format == fmt) for e in r.extensions]
 
 
-def _warc(records: dict[str, bytes]) -> bytes:
+def _warc(records: dict[str, bytes], rtype: str = "response") -> bytes:
+    """A WARC of HTML responses, or (`conversion`) a WET of extracted text, one record per item."""
     out = io.BytesIO()
     writer = WARCWriter(out, gzip=True)
     for name, body in records.items():
-        http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
-        writer.write_record(writer.create_warc_record(f"https://example.org/{name}", "response",
-                                                      payload=io.BytesIO(body), http_headers=http))
+        if rtype == "conversion":
+            record = writer.create_warc_record(f"https://example.org/{name}", rtype, payload=io.BytesIO(body),
+                                               warc_content_type="text/plain")
+        else:
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            record = writer.create_warc_record(f"https://example.org/{name}", rtype, payload=io.BytesIO(body),
+                                               http_headers=http)
+        writer.write_record(record)
     return out.getvalue()
 
 
@@ -141,6 +148,8 @@ def test_binary_files_are_quarantined_and_utf16_text_decoded_by_every_text_reade
     pages |= {f"{name}.{codec}": text.encode(codec) for name, text in texts.items() for codec in ("utf-16-le", "utf-16-be")}
     pages |= {f"{name}.utf8": text.encode() for name, text in texts.items()}
     crawl.write_bytes(_warc(pages))
+    extracted = folder / "crawl.warc.wet.gz"  # the same bodies as a WET's conversion records (text)
+    extracted.write_bytes(_warc(pages, "conversion"))
 
     out = tmp_path / "out"
     result = run({"input": {"paths": [str(folder)]}, "output": {"path": str(out)}, "stages": []}, progress=False)
@@ -149,7 +158,8 @@ def test_binary_files_are_quarantined_and_utf16_text_decoded_by_every_text_reade
     entries = [json.loads(line) for f in sorted((out / "quarantine").glob("*.jsonl")) for line in f.read_text().splitlines()]
     kept: dict[str, list[str]] = {}
     for r in rows:
-        kept.setdefault(r["url"] if r["source"] == str(crawl) else r["source"], []).append(r["text"])
+        kept.setdefault(r["url"] if r["source"] == str(crawl) else
+                        f"wet {r['url']}" if r["source"] == str(extracted) else r["source"], []).append(r["text"])
     quarantined: dict[str, list[dict]] = {}
     for e in entries:
         quarantined.setdefault(e["file"], []).append(e)
@@ -172,9 +182,10 @@ def test_binary_files_are_quarantined_and_utf16_text_decoded_by_every_text_reade
             assert kept.get(path) == kept[original] and path not in quarantined, (path, quarantined.get(path))
             assert "\x00" not in kept[path][0]
 
-    warc_bad = {e["error"] for e in quarantined[str(crawl)]}
-    assert len(quarantined[str(crawl)]) == 4 and all(e["reason"] == "binary" for e in quarantined[str(crawl)]), warc_bad
-    for name in texts:
-        page = kept[f"https://example.org/{name}.utf8"]
-        assert page == [texts[name]]
-        assert kept[f"https://example.org/{name}.utf-16-le"] == kept[f"https://example.org/{name}.utf-16-be"] == page
+    for warc, prefix in ((crawl, ""), (extracted, "wet ")):  # HTML responses, WET conversion records
+        warc_bad = {e["error"] for e in quarantined[str(warc)]}
+        assert len(quarantined[str(warc)]) == 4 and all(e["reason"] == "binary" for e in quarantined[str(warc)]), warc_bad
+        for name in texts:
+            page = kept[f"{prefix}https://example.org/{name}.utf8"]
+            assert page == [texts[name]]
+            assert kept[f"{prefix}https://example.org/{name}.utf-16-le"] == kept[f"{prefix}https://example.org/{name}.utf-16-be"] == page

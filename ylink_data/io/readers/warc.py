@@ -54,6 +54,7 @@ except ImportError:  # pragma: no cover - a core dependency; the standard zlib g
 from ylink_data.io.charset import Binary, html_text, sniff_text
 from ylink_data.io.readers.base import (BINARY, DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error,
                                         is_io_failure)
+from ylink_data.io.readers.text import decode_text
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20
@@ -484,10 +485,9 @@ def _to_item(offset: int, rtype: str, header, status: int | None, content_type: 
     if rtype == "conversion":
         if not body.strip():
             return Skip(offset, "empty")
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return Bad(offset, f"invalid UTF-8 in a conversion record at byte {exc.start}")
+        text = decode_text(body, "a conversion record's text")  # sniffed as a text file is: binary, UTF-16
+        if isinstance(text, Bad):
+            return Bad(offset, f"a conversion record: {text.error}", text.reason)
         lang = header("WARC-Identified-Content-Language")
         if lang:
             meta["warc_identified_language"] = lang
