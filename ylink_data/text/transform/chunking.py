@@ -24,7 +24,9 @@ from typing import Callable
 
 HEADING, PARAGRAPH, SENTENCE, CUT = 3, 2, 1, 0  # the boundary before a piece, strongest first
 
-_HEADING_LINE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+# A heading line; its closing "  ##  " is stripped by `_title` (a lazy title before `[ \t]*#*[ \t]*$`
+# is cubic in a long run of spaces).
+_HEADING_LINE = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
 _PARAGRAPH_END = re.compile(r"\n[ \t]*\n\s*")
 _CLOSERS = "\"'”’」』》）)\\]"
@@ -65,11 +67,12 @@ def sections(text: str) -> list[tuple[int, int, tuple[str, ...]]]:
             fenced = not fenced
         elif not fenced:
             m = _HEADING_LINE.match(line.rstrip("\r\n"))
-            if m and m.group(2):
+            title = m.group(2).rstrip(" \t").rstrip("#").rstrip(" \t") if m else ""
+            if title:
                 level = len(m.group(1))
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, m.group(2)))
+                stack.append((level, title))
                 starts.append((offset, tuple(title for _, title in stack)))
         offset += len(line)
     if len(starts) > 1 and starts[1][0] == 0:  # the text begins with a heading

@@ -64,8 +64,10 @@ def _symbol_class() -> str:
 _SYMBOL = _symbol_class()
 _PREFIX = re.compile(r"\.\.+|US\$|C\$|A\$|\+(?![0-9])|[" + re.escape(_PUNCT + "$£€¥฿₽₹₩₪₫₱₺₴₦") + r"]"
                      r"|" + _SYMBOL)
+# `(?<!\.)`: a run of dots is tried from its first one only (`\.\.+$` from every dot of "....a" is
+# quadratic); the leftmost match is the same.
 _SUFFIX = re.compile(
-    r"(?:\.\.+|'s|'S|’s|’S|[" + re.escape("…,:;!?¿¡()[]{}<>_#*&。？！，、；：～·—–" + _Q) + r"]"
+    r"(?:(?<!\.)\.\.+|'s|'S|’s|’S|[" + re.escape("…,:;!?¿¡()[]{}<>_#*&。？！，、；：～·—–" + _Q) + r"]"
     r"|(?<=[0-9])\+|(?<=°[FfCcKk])\.|(?<=[0-9])(?:" + _CUR + r")|(?<=[0-9])(?:" + _UNITS + r")"
     r"|(?<=[0-9" + _LOW + r"%²\-+)\]" + re.escape(_Q + "{}<>_#*&") + r"])\.|(?<=[" + _UP + r"][" + _UP + r"])\."
     r"|" + _SYMBOL + r")$")
