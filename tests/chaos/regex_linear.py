@@ -12,7 +12,8 @@ Adversarial inputs come from the pattern's parse tree (`re._parser`): periods re
 length wanted, of
 - single characters: the pattern's literals, the ends of its ranges, a character of each of its
   classes and categories, and separators (space, newline, `-`, `.`, `<`, NUL...);
-- pairs of them ("a-a-a-...": a word boundary at every other character);
+- pairs of the pattern's own characters, with each other and with a space and `-` ("a-a-a-...": a
+  word boundary at every other character);
 - pumps: for every repeat without a bound (or with a large one), the shortest text that matches
   everything before it, then one or two characters its body takes ("<a <a <a ...",
   "-----BEGIN PRIVATE KEY-----a-----BEGIN ...").
@@ -46,9 +47,11 @@ CALLS = {"compile", "search", "match", "fullmatch", "sub", "subn", "split", "fin
 BASE = 1024  # characters of the baseline input
 SIZES = (BASE, 4 * BASE, 16 * BASE, 64 * BASE, 256 * BASE)
 SLACK = 4  # a ratio to the baseline up to SLACK times the ratio of the sizes is linear
-SCREEN = (256, 2048)  # the sizes every period is tried at first
-FINALISTS = 2  # periods per pattern timed up to 256 KB: those that grew fastest at SCREEN
-ATOMS = 10  # characters of a pattern paired with each other (and with space, newline, -, ., a)
+# The sizes every period is tried at first: past the bounded repeats of the package (up to 255
+# characters), whose time per attempt grows until then, a linear pattern's times grow as the sizes.
+SCREEN = (1024, 4096)
+FINALISTS = 3  # periods per pattern timed up to 256 KB: those that grew fastest at SCREEN
+ATOMS = 8  # characters of a pattern paired with each other (and with space and -)
 _REPEATS = tuple(getattr(C, name) for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(C, name))
 _ATOMIC = getattr(C, "ATOMIC_GROUP", object())  # Python 3.11's (?>...)
 SEPARATORS = " \n\t-.,:;/<>@#=_\"'()[]{}*+?!|\\\x00aZ0é中。，\u3000"
@@ -282,26 +285,39 @@ def _pumps(seq, before: str) -> Iterator[tuple[str, list[str]]]:
             yield from _pumps(av[1], prefix)
 
 
-def periods(pattern: re.Pattern) -> list[str]:
-    """The periods an adversarial input of `pattern` repeats (see the module docstring)."""
+Shape = tuple[str, str, str]  # an adversarial input: (head, period repeated, tail)
+
+
+def periods(pattern: re.Pattern) -> list[Shape]:
+    """The adversarial inputs of `pattern` (see the module docstring): periods repeated, and for
+    every pump its prefix, then its body's character repeated, then one its body does not take (a
+    single attempt that backtracks over the whole pump)."""
     source = pattern.pattern.decode("latin-1") if isinstance(pattern.pattern, bytes) else pattern.pattern
     tree = _parser.parse(source, pattern.flags & ~re.UNICODE if isinstance(pattern.pattern, bytes) else pattern.flags)
     own = list(dict.fromkeys(c for c in _seq_chars(list(tree)) if c))
-    atoms = list(dict.fromkeys(own[:ATOMS] + list(" \n-.a")))
-    out = list(SEPARATORS) + own
-    out += [a + b for a in atoms for b in atoms if a != b]
+    atoms = list(dict.fromkeys(own[:ATOMS] + list(" -")))
+    out = [("", p, "") for p in list(SEPARATORS) + own + [a + b for a in own[:ATOMS] for b in atoms if a != b]]
     for prefix, body in _pumps(list(tree), ""):
-        for c in list(dict.fromkeys(body))[:8] or ["a"]:
-            out += [prefix + c, prefix + c + c]
-        out.append(prefix)
+        chars = list(dict.fromkeys(body))[:8] or ["a"]
+        stops = {next((c for c in group if c not in chars), "") for group in (SEPARATORS, "a0!")}
+        for c in chars:
+            out += [("", prefix + c, ""), ("", prefix + c + c, "")] + [(prefix, c, stop) for stop in stops]
+        out.append(("", prefix, ""))
     if isinstance(pattern.pattern, bytes):
-        out = [p for p in out if all(ord(c) < 256 for c in p)]
-    return list(dict.fromkeys(p for p in out if p))
+        out = [shape for shape in out if all(ord(c) < 256 for c in "".join(shape))]
+    return list(dict.fromkeys(shape for shape in out if shape[1]))
 
 
-def text_of(period: str, size: int, as_bytes: bool) -> str | bytes:
-    text = (period * (size // len(period) + 1))[:size]
+def text_of(shape: Shape, size: int, as_bytes: bool) -> str | bytes:
+    head, period, tail = shape
+    room = max(size - len(head) - len(tail), len(period))
+    text = head + (period * (room // len(period) + 1))[:room] + tail
     return text.encode("latin-1") if as_bytes else text
+
+
+def shown(shape: Shape) -> str:
+    head, period, tail = shape
+    return " + ".join(part for part in (repr(head) if head else "", f"{period!r}*", repr(tail) if tail else "") if part)
 
 
 # ------------------------------------------------------------------------------- the timing
@@ -323,16 +339,17 @@ def seconds(pattern: re.Pattern, text: str | bytes, budget: float = 0.002, sampl
     return min([took] + [once(n) for _ in range(samples - 1)]) / n
 
 
-def growth(pattern: re.Pattern, period: str) -> tuple[int, float]:
+def growth(pattern: re.Pattern, period: Shape) -> tuple[int, float]:
     """(the largest size reached, its time over the baseline's). Linear is a ratio within SLACK
     times the sizes' ratio at 256 KB; it stops early, at the first size whose ratio is beyond
-    SLACK**2 times the sizes' (quadratic time: its 256 KB would take minutes)."""
+    2 * SLACK times the sizes' (quadratic time, 16 times the sizes' at 16 KB: its 256 KB would
+    take minutes)."""
     as_bytes = isinstance(pattern.pattern, bytes)
     base = seconds(pattern, text_of(period, BASE, as_bytes), samples=5)
     ratio = 1.0
     for size in SIZES[1:]:
         ratio = seconds(pattern, text_of(period, size, as_bytes), samples=3) / base
-        if ratio > SLACK ** 2 * size / BASE:
+        if ratio > 2 * SLACK * size / BASE:
             return size, ratio
     return SIZES[-1], ratio
 
@@ -354,7 +371,7 @@ def probe(pattern: re.Pattern) -> dict:
     for _, period in screened[:FINALISTS]:
         size, ratio = growth(pattern, period)
         if ratio / (size / BASE) > worst["ratio"] / max(worst["size"] / BASE, 1):
-            worst = {"size": size, "ratio": ratio, "period": period}
+            worst = {"size": size, "ratio": ratio, "period": shown(period)}
     return worst | {"periods": len(screened)}
 
 

@@ -6,7 +6,7 @@ finds every pattern of the package (compiled in a module, written in a call, or 
 from the package's own word lists and defaults), makes adversarial inputs from each pattern's own
 parse tree, and times each pattern on them from 1 KB to 256 KB (CPU time, the least of several
 timings: another process's load does not count). The time at 256 KB over the time at 1 KB must stay
-within 4 times the sizes' ratio, 256: a quadratic pattern is 256 times over it, and stops at 64 KB.
+within 4 times the sizes' ratio, 256: a quadratic pattern is 256 times over it, and stops at 16 KB.
 
 Before this issue's rewrites: 19 patterns failed (redaction's user info and JWT shapes, the private
 key block, HTML tags and links in extraction and QA, the <meta> charset, sentence ends of c4 and
@@ -55,6 +55,6 @@ def test_every_regex_of_the_package_is_linear_in_its_input():
                                    f"patterns to DYNAMIC in tests/chaos/regex_linear.py: {header['missing']}")
     assert len(results) == header["patterns"] > 100
     slow = [f"{r['name']} {r['pattern'][:80]}: {r['ratio']:.0f}x the time of 1 KB at {r['size'] // 1024} KB "
-            f"of {r['period'][:40]!r}..." for r in results
+            f"of {r['period'][:60]}" for r in results
             if not linear(r["size"], r["ratio"])]
     assert not slow, "\n".join(slow)
