@@ -145,7 +145,8 @@ def _finish(driver: subprocess.Popen, log: Path) -> None:
 
 def _counts(stats: dict) -> dict:
     """stats.json without timings, which differ from run to run."""
-    return {**stats, "stages": [{k: v for k, v in s.items() if k != "seconds"} for s in stats["stages"]]}
+    return {**{k: v for k, v in stats.items() if k != "timing"},
+            "stages": [{k: v for k, v in s.items() if not k.endswith("seconds")} for s in stats["stages"]]}
 
 
 def _files(fs, url: str) -> dict[str, bytes]:

@@ -55,7 +55,11 @@ def test_load_dataset_gives_exactly_the_kept_documents_and_rejected_as_a_second_
     kept = pyarrow.concat_tables([pq.read_table(run / s["path"]) for s in manifest["shards"]])
     rejected_files = sorted((run / "rejected").glob("*.parquet"))
     rejected = [pq.read_table(f) for f in rejected_files]
-    assert len(rejected_files) == 2 and {"dup_of"} <= set(rejected[1].column_names) - set(rejected[0].column_names)
+    assert [f"rejected/{f.name}" for f in rejected_files] == [f["path"] for f in manifest["rejected"]["files"]]
+    # one schema for every stage's drops: gopher_quality's rows hold minhash_dedup's evidence, null
+    assert len(rejected_files) == 2 and rejected[0].schema == rejected[1].schema
+    assert {"dup_of", "dup_similarity"} <= set(rejected[0].column_names)
+    assert rejected[0].column("dup_of").null_count == len(rejected[0])
 
     loaded = datasets.load_dataset(str(run), cache_dir=str(tmp_path / "hf"))
     assert list(loaded) == ["train"]
@@ -66,6 +70,12 @@ def test_load_dataset_gives_exactly_the_kept_documents_and_rejected_as_a_second_
     assert sorted(dropped["id"]) == sorted(i for t in rejected for i in t.column("id").to_pylist())
     reasons = set(dropped["reason"])
     assert any(r.startswith("gopher_quality:") for r in reasons) and "minhash_dedup" in reasons
+    # one of the longest page and its near copy (the corpus's one such pair), with the other it copies
+    copies = [row for row in dropped if row["reason"] == "minhash_dedup"]
+    pair = {row["url"]: row["id"] for row in kept.select(["url", "id"]).to_pylist() + copies
+            if row["url"].removesuffix("?copy") == copies[0]["url"].removesuffix("?copy")}
+    assert len(copies) == 1 and len(pair) == 2 and copies[0]["dup_of"] == (set(pair.values()) - {copies[0]["id"]}).pop()
+    assert 0.8 <= copies[0]["dup_similarity"] <= 1
 
 
 def test_the_card_says_language_size_and_how_the_data_was_made(run):
@@ -125,3 +135,47 @@ def test_each_tier_folder_is_a_dataset_of_its_own_documents(tmp_path):
         loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf"))["train"]
         assert sorted(loaded["id"]) == expected, tier
         assert f"{len(expected):,} documents kept" in (folder / "README.md").read_text()
+
+
+# Runs that keep nothing, whole or in one tier (issue 39, point 22): a card whose default config named
+# no file made `load_dataset` raise. Generated from how much each stage lets through.
+EMPTY = {
+    "every document dropped": [{"langid": {}}, {"gopher_quality": {"min_doc_words": 10_000_000}}],
+    "every document dropped after a dedup": [{"gopher_quality": {"min_doc_words": 10_000_000}},
+                                             {"minhash_dedup": {"threshold": 0.8}}],
+    "one tier empty": [{"langid": {}}, {"quality_classifier": {"tiers": {"high": 1.0, "low": 0.0}}}],
+}
+
+
+@pytest.mark.parametrize("stages", list(EMPTY.values()), ids=list(EMPTY))
+def test_a_run_or_tier_that_keeps_nothing_is_still_a_dataset(tmp_path, stages):
+    """Every folder of the run with a card loads with `datasets` to exactly its manifest's rows (none,
+    where it kept nothing: one shard of no rows), with the run's columns, as its card says to load it;
+    pandas and pyarrow read its data/ alike. (`datasets` loads a split of no rows only streaming: it
+    refuses one otherwise, "corresponds to no data", huggingface/datasets#8401.)"""
+    import datasets
+
+    _corpus(tmp_path / "pages.jsonl")
+    out = tmp_path / "run"
+    ylink_data.run({"name": "empty", "input": {"paths": [str(tmp_path / "pages.jsonl")]},
+                    "output": {"path": str(out), "keep_rejected": True}, "stages": stages}, progress=False)
+    folders = [out] + [out / t["path"] for t in json.loads((out / "manifest.json").read_text()).get("tiers", {}).values()]
+    empty = 0
+    for folder in folders:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        ids = sorted(i for s in manifest["shards"] for i in pq.read_table(folder / s["path"]).column("id").to_pylist())
+        assert len(ids) == manifest["rows"] and manifest["shards"]
+        streaming = not ids
+        assert ("load_dataset(RUN, streaming=True)" in (folder / "README.md").read_text()) == streaming
+        loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf"), streaming=streaming)["train"]
+        assert sorted(row["id"] for row in loaded) == ids
+        assert {"id", "text", "url", "source"} <= set(loaded.features)
+        data = sorted({(folder / s["path"]).parent for s in manifest["shards"]})  # data/, or each tier's
+        assert sum(len(pandas.read_parquet(d)) for d in data) == len(ids)
+        assert sum(pyarrow.dataset.dataset(d).count_rows() for d in data) == len(ids)
+        empty += not ids
+    assert empty >= 1
+    rejected = json.loads((out / "manifest.json").read_text())["rejected"]["rows"]
+    if rejected:  # the drops, of every stage, with every column
+        dropped = datasets.load_dataset(str(out), "rejected", cache_dir=str(tmp_path / "hf"))["train"]
+        assert len(dropped) == rejected

@@ -4,6 +4,7 @@ printed from the code: every registered op, every config key and every command i
 README stays a first visit's page (at most 300 lines) whose links into docs/ all exist."""
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def _page(site: Path, name: str) -> str:
-    return (site / name / "index.html").read_text()
+    return (site / f"{name}.html").read_text()
 
 
 def test_the_op_reference_has_every_registered_op_and_its_parameters(site):
@@ -79,3 +80,94 @@ def test_every_recipe_is_listed_on_the_recipes_page():
     index = (REPO / "docs" / "recipes" / "index.md").read_text()
     pages = sorted(p.name for p in (REPO / "docs" / "recipes").glob("*.md") if p.name != "index.md")
     assert pages and [p for p in pages if f"]({p})" not in index] == []
+
+
+# ---------------------------------------------------------------------------- offline, from the file system
+
+
+def test_the_site_browses_from_the_file_system(site):
+    """Issue 42 point 2: README says open site/index.html. Every link of every page, followed from
+    the file it is in as a browser does from file://, reaches a file (a page, a stylesheet, an
+    image), never a folder (which a browser shows as a listing) or nothing."""
+    broken = []
+    # 404.html is a web server's error page (its links are absolute, from the server's root): no page links it
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+    assert len(pages) > 20
+    for page in pages:
+        for target in re.findall(r'(?:href|src)="([^"#?]+)', page.read_text()):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("//"):
+                continue  # http(s)://, mailto:, data: ...
+            resolved = (page.parent / target).resolve()
+            if not resolved.is_file():
+                broken.append(f"{page.relative_to(site)} -> {target}")
+    assert broken == []
+    assert 'href="getting-started.html"' in (site / "index.html").read_text()
+
+
+# ---------------------------------------------------------------------------- the API reference, complete
+
+# The notebook API (`ylink_data`'s names, `ylink_data.explore`) and the PyTorch datasets: each public
+# name, and each public member of a class among them (the Run that open_run returns), has a docstring
+# and is shown on the API page under its own id.
+PUBLIC_MODULES = ("ylink_data", "ylink_data.explore", "ylink_data.torch")
+
+
+def _members(cls: type) -> list[str]:
+    """The public attributes, methods and properties a user of `cls` sees that ylink-data defines
+    (its own and its ylink_data bases'; not object's, torch's or NamedTuple's machinery)."""
+    import dataclasses
+
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        if not klass.__module__.startswith("ylink_data"):
+            continue
+        names += [n for n in vars(klass) if not n.startswith("_")]
+        if dataclasses.is_dataclass(klass):
+            names += [f.name for f in dataclasses.fields(klass) if not f.name.startswith("_")]
+        names += [n for n in getattr(klass, "_fields", ()) if not n.startswith("_")]
+    return sorted(set(names))
+
+
+def public_api() -> list[tuple[str, object, str | None]]:
+    """(id on the API page, the object, its member name or None) for every public name."""
+    import importlib
+
+    out = []
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            if name.startswith("__"):  # __version__: the package's metadata, not an API to document
+                continue
+            obj = getattr(module, name)
+            path = f"{obj.__module__}.{obj.__qualname__}"
+            out.append((path, obj, None))
+            if isinstance(obj, type):
+                out += [(f"{path}.{member}", obj, member) for member in _members(obj)]
+    return out
+
+
+def test_every_public_name_has_a_docstring_shown_on_the_api_page(site):
+    import inspect
+
+    page = _page(site, "reference/api")
+    api = public_api()
+    assert {"ylink_data.io.runs.Run.to_pandas", "ylink_data.io.runs.Run.quarantine",
+            "ylink_data.torch.TextDataset", "ylink_data.torch.TextDataset.state_dict",
+            "ylink_data.explore.PreviewResult.newly_kept"} <= {path for path, _, _ in api}
+    undocumented, missing = [], []
+    for path, obj, member in api:
+        if f'id="{path}"' not in page:  # mkdocstrings shows a name only with its docstring
+            missing.append(path)
+        if member is None:
+            own = obj.__dict__.get("__doc__") if isinstance(obj, type) else obj.__doc__
+            # a dataclass or NamedTuple without one gets its signature as __doc__: "Run(url: str, ...)"
+            if not (own or "").strip() or own.startswith(f"{obj.__name__}("):
+                undocumented.append(path)
+            continue
+        value = inspect.getattr_static(obj, member, None)  # None: a field without a default
+        if isinstance(value, (property, classmethod, staticmethod, functools.cached_property)) or inspect.isfunction(value):
+            target = getattr(value, "fget", None) or getattr(value, "func", None) or getattr(value, "__func__", value)
+            if not (target.__doc__ or "").strip():
+                undocumented.append(path)
+    assert undocumented == [], "public names without a docstring"
+    assert missing == [], "public names the API page does not show"

@@ -10,6 +10,8 @@ import unicodedata
 
 import pytest
 
+from .conftest import TEST_DATA
+
 import ylink_data
 from ylink_data.engine.stats import check_invariant
 
@@ -85,3 +87,82 @@ def test_dedup_across_files_and_tasks_equals_brute_force_with_and_without_spilli
         assert set(run.rejected().column("reason").to_pylist()) == {"exact_dedup"}
         results[label] = sorted(kept)
     assert results["one partition"] == results["spilled"]
+
+
+# ----------------------------------------------------------------------------- empty keys and evidence
+
+# Every shape a key can take in JSONL: absent, null, "", blank, a value, the value with other
+# whitespace, the value in upper case.
+KEY_SHAPES = {
+    "absent": lambda v: {},
+    "null": lambda v: {"url": None},
+    "empty": lambda v: {"url": ""},
+    "blank": lambda v: {"url": " \t\n "},
+    "value": lambda v: {"url": v},
+    "spaced": lambda v: {"url": f"  {v} \n"},
+    "upper": lambda v: {"url": v.upper()},
+}
+
+
+def _key_corpus(tmp_path, rng) -> list[dict]:
+    """Real Common Crawl documents (bundled), each row given a key of a random shape made of one of
+    three real URLs; the row number leads the text, which is unique."""
+    with gzip.open(TEST_DATA / "cc_en_head-0174.jsonl.gz", "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    urls = [d["metadata"]["url"] for d in docs[:3]]
+    rows = []
+    for i in range(140):
+        shape = rng.choice(list(KEY_SHAPES))
+        rows.append({"text": f"{i} {docs[i % len(docs)]['text'][:400]}", **KEY_SHAPES[shape](rng.choice(urls))})
+    for k in range(2):  # two files, several tasks: copies across files and tasks
+        (tmp_path / f"keys-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[k * 70:(k + 1) * 70]),
+                                                  encoding="utf-8")
+    return rows
+
+
+def _brute_force(rows: list[dict], empty_keys: str, lowercase: bool, collapse: bool) -> dict[int, int | None]:
+    """Row -> the row it copies (None: kept), written independently of the op: first occurrence of
+    each normalised key in input order; empty keys copy nothing unless `empty_keys: duplicate`."""
+    first: dict[str, int] = {}
+    out: dict[int, int | None] = {}
+    for i, row in enumerate(rows):
+        key = row.get("url") or ""
+        key = re.sub(r"\s+", " ", key).strip() if collapse else key
+        key = key.lower() if lowercase else key
+        if key == "" and empty_keys == "distinct":
+            out[i] = None
+            continue
+        out[i] = first.get(key)
+        first.setdefault(key, i)
+    return out
+
+
+@pytest.mark.parametrize("empty_keys,lowercase,collapse", [("distinct", False, True), ("duplicate", False, True),
+                                                           ("distinct", True, False), ("duplicate", True, True)])
+def test_empty_keys_and_dup_of_over_every_key_shape(tmp_path, empty_keys, lowercase, collapse):
+    """A sweep over key shapes (issue 39 point 5, issue 42 point 4): null and empty keys are kept
+    unless `empty_keys: duplicate`, and every removal names the first copy it repeats (`dup_of`)."""
+    import random
+
+    rows = _key_corpus(tmp_path, random.Random(f"{empty_keys}{lowercase}{collapse}"))
+    expected = _brute_force(rows, empty_keys, lowercase, collapse)
+    assert sum(v is None for v in expected.values()) < len(rows) - 20  # there is something to find
+    assert empty_keys == "duplicate" or sum(not (r.get("url") or "").strip() for r in rows) > 20  # many empty keys
+    out, stats = ylink_data.run(
+        {"name": "keys", "input": {"paths": [str(tmp_path / "keys-*.jsonl")], "format": "jsonl", "split_bytes": 8192},
+         "output": {"path": str(tmp_path / "out"), "keep_rejected": True},
+         "stages": [{"exact_dedup": {"column": "url", "empty_keys": empty_keys, "lowercase": lowercase,
+                                     "collapse_whitespace": collapse, "rows_per_partition": 16}}],
+         "ray": {"execution": "processes", "num_cpus": 2}}, progress=False)
+    assert check_invariant(stats) is None
+    run = ylink_data.open_run(out)
+    kept, rejected = run.to_arrow(), run.rejected()
+    row_of = {i: int(t.split(" ", 1)[0]) for table in (kept, rejected)
+              for i, t in zip(table.column("id").to_pylist(), table.column("text").to_pylist())}
+    got = {row_of[i]: None for i in kept.column("id").to_pylist()}
+    got.update({row_of[i]: row_of[d] for i, d in zip(rejected.column("id").to_pylist(),
+                                                      rejected.column("dup_of").to_pylist())})
+    assert got == expected
+    assert set(rejected.column("dup_similarity").to_pylist()) <= {1.0}
+    stage = next(s for s in stats["stages"] if s["name"] == "exact_dedup")
+    assert sum(stage["breakdowns"]["removed_by_source"].values()) == rejected.num_rows

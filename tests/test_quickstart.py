@@ -162,7 +162,7 @@ def test_make_run_ends_with_a_tokenizer_and_megatron_files(quickstart_run, tmp_p
         proc = subprocess.run([sys.executable, "-m", "ylink_data.cli", *args], cwd=REPO, capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
-    tok = Tokenizer.from_file(str(tmp_path / "qs-tokenizer.json"))
+    tok = Tokenizer.from_file(str(tmp_path / "qs-tokenizer" / "tokenizer.json"))
     eod = tok.token_to_id("<|endoftext|>")
     texts = ylink_data.open_run(run_dir).to_arrow().column("text").to_pylist()
     manifest = json.loads((tmp_path / "qs-megatron" / "manifest.json").read_text())
@@ -172,3 +172,7 @@ def test_make_run_ends_with_a_tokenizer_and_megatron_files(quickstart_run, tmp_p
         got += [ds[i].tolist() for i in range(len(ds))]
     assert got == [tok.encode(t).ids + [eod] for t in texts]
     assert any(CJK.search(t) for t in texts)  # Chinese went through the trained tokenizer too
+    # getting-started's --tokenizer-type HuggingFaceTokenizer --tokenizer-model out/quickstart-tokenizer
+    from megatron.core.tokenizers.text.libraries.huggingface_tokenizer import HuggingFaceTokenizer
+
+    assert HuggingFaceTokenizer(str(tmp_path / "qs-tokenizer")).eod == eod == manifest["megatron"]["tokenizer"]["eod_id"]

@@ -26,8 +26,8 @@ from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import InputError
 from ylink_data.io.charset import decode_html
 from ylink_data.io.listing import InputFile, expand_paths
-from ylink_data.io.readers import (Bad, Record, Skip, Split, group_splits, open_split, plan_splits,
-                                   read_split, split_extension)
+from ylink_data.io.readers import (MAX_TASK_BYTES, MIN_TASK_BYTES, TASKS_WANTED, Bad, Record, Skip, Split,
+                                   group_splits, open_split, plan_splits, read_split, split_extension)
 
 from .conftest import SAMPLES, TEST_DATA
 
@@ -383,25 +383,32 @@ def test_an_uncompressed_arc_is_read_whole_by_its_first_split(tmp_path):
 
 
 def test_task_size_follows_the_input_when_split_bytes_is_null():
+    """With split_bytes null a task reads the input's size / TASKS_WANTED bytes, between
+    MIN_TASK_BYTES and MAX_TASK_BYTES: the number of tasks depends on the input alone (never on the
+    machine), large inputs make TASKS_WANTED tasks or more, and a file is cut into an even number of
+    equal pieces (two workers finish its last pieces together)."""
     mib = 1 << 20
     cfg = InputConfig(paths=["x"])
     assert cfg.split_bytes is None
-    # one 300 MiB .warc.gz: 16 equal pieces of 18.75 MiB (300 / 16)
-    splits = plan_splits([InputFile("big.warc.gz", 300 * mib)], cfg, no_options)
-    assert [(s.start, s.end) for s in splits] == [(k * 300 * mib // 16, (k + 1) * 300 * mib // 16 if k < 15 else None)
-                                                  for k in range(16)]
-    # 50 MiB: pieces of at least 8 MiB, 7 of them rounded up to an even 8 (6.25 MiB each)
-    splits = plan_splits([InputFile("mid.jsonl", 50 * mib)], cfg, no_options)
-    assert len(splits) == 8 and splits[1].start == 50 * mib // 8
-    # 4 GiB: pieces of at most 256 MiB
-    assert len(plan_splits([InputFile("huge.warc", 4096 * mib)], cfg, no_options)) == 16
-    # a small file stays whole
-    assert plan_splits([InputFile("small.warc.gz", 5 * mib)], cfg, no_options) == [
-        Split("small.warc.gz", "warc", 5 * mib, 0, None)]
-    # 40 files of 1 MiB: 40 MiB in all, tasks of 8 MiB, so 5 tasks of 8 files
-    files = [InputFile(f"f{k:02d}.warc.gz", mib) for k in range(40)]
+
+    def ranges(size: int, name: str = "f.warc.gz") -> list[tuple[int, int | None]]:
+        return [(s.start, s.end) for s in plan_splits([InputFile(name, size)], cfg, no_options)]
+
+    for size in (300 * mib, 50 * mib, 4096 * mib, 5 * mib, 2 * MIN_TASK_BYTES + 1):
+        target = min(MAX_TASK_BYTES, max(MIN_TASK_BYTES, -(-size // TASKS_WANTED)))
+        n = -(-size // target)
+        n += n % 2 if n > 1 else 0
+        step = -(-size // n)
+        assert ranges(size) == [(k * step, (k + 1) * step if k < n - 1 else None) for k in range(n)], size
+        assert n >= min(TASKS_WANTED, size // MIN_TASK_BYTES) and -(-size // n) <= MAX_TASK_BYTES
+    # a file under MIN_TASK_BYTES stays whole
+    assert plan_splits([InputFile("small.warc.gz", MIN_TASK_BYTES - 1)], cfg, no_options) == [
+        Split("small.warc.gz", "warc", MIN_TASK_BYTES - 1, 0, None)]
+    # 400 files of 1 MiB: 400 MiB in all, tasks of 400/64 MiB: 6 whole files a task, in input order
+    files = [InputFile(f"f{k:03d}.warc.gz", mib) for k in range(400)]
     tasks = group_splits(plan_splits(files, cfg, no_options), cfg.split_bytes)
-    assert [len(t) for t in tasks] == [8] * 5
+    assert [len(t) for t in tasks] == [6] * 66 + [4]
+    assert [s.url for t in tasks for s in t] == [f.url for f in files]
     # and a set split_bytes is taken as it is
     assert len(plan_splits([InputFile("big.warc.gz", 300 * mib)], InputConfig(paths=["x"], split_bytes=100 * mib),
                            no_options)) == 3

@@ -87,7 +87,7 @@ def test_report_has_every_section_and_plot(report: str, run_dir: Path):
         assert f'<section id="{key}">' in report
     plots = re.findall(r'data-plot="([^"]+)"', report)
     for name in ("funnel", "drops", "lengths", "languages", "hist-lang_score", "hist-quality_score",
-                 "hist-fineweb_line_punct_ratio", "hist-fineweb_short_line_ratio", "clusters", "throughput"):
+                 "hist-fineweb_line_punct_ratio", "hist-fineweb_short_line_ratio", "clusters", "throughput", "timeline"):
         assert name in plots, name
     assert _parse(report).svgs == len(plots) >= 10
     # the config section is the run's config as YAML
@@ -99,9 +99,27 @@ def test_report_has_every_section_and_plot(report: str, run_dir: Path):
             assert re.search(rf'<td class="l">{re.escape(reason)}</td><td class="l">{stage["name"]}</td><td class="">{n:,}<', report)
 
 
+def test_timeline_lists_every_batch_of_tasks_with_its_spread(report: str, run_dir: Path):
+    """The timeline (issue 40 point 3): a row for every step of stats.json's `timing` (each phase,
+    each global step, publish), with its tasks, wall, CPU and longest task."""
+    timing = json.loads((run_dir / "stats.json").read_text())["timing"]
+    section = report.split('<section id="timeline">', 1)[1].split("</section>", 1)[0]
+    assert 'data-plot="timeline"' in section
+    names = [s["name"] for s in timing["steps"]]
+    assert "phase 0" in names and "publish" in names and any(":" in n for n in names)  # a global op's steps too
+    for step in timing["steps"]:
+        walls = [t["wall_s"] for t in timing["tasks"][step["name"]]]
+        row = re.search(rf'<tr><td class="l">{re.escape(escape(step["name"]))}</td><td class="">{step["tasks"]:,}</td>(.*?)</tr>',
+                        section)
+        assert row, step["name"]
+        cells = [float(c.replace(",", "")) for c in re.findall(r'<td class="">([\d.,]+)</td>', row.group(1))]
+        assert cells[4] == pytest.approx(max(walls), rel=0.01, abs=0.001)  # the longest task (3 digits shown)
+    assert f"The run took {timing['wall_s']:.2f} s" in section
+
+
 def test_report_is_self_contained(report: str):
     page = _parse(report)
-    assert page.tags <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "nav",
+    assert page.tags <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "h4", "p", "nav",
                          "a", "main", "section", "div", "b", "span", "table", "thead", "tbody", "tr", "th", "td",
                          "pre", "details", "summary"}, "no script, link, img or iframe: nothing to load"
     assert page.links and all(link.startswith("#") for link in page.links), [l for l in page.links if not l.startswith("#")][:5]
@@ -149,6 +167,32 @@ def test_duplicates_section_shows_removals_per_source(report: str):
     assert "how close each removal was" in section  # the similarity histogram (inline SVG)
 
 
+def test_dedup_removals_sit_beside_the_document_kept_for_them(report: str, run_dir: Path):
+    """Every sampled removal of every dedup stage (issue 42 point 4): the document on its right is the
+    one its `dup_of` names, as the run holds it, with the removal's own similarity, grouped per source."""
+    run = ylink_data.open_run(str(run_dir))
+    docs = {}
+    for table in (run.to_arrow(), run.rejected()):
+        docs.update(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
+    removed = run.rejected().to_pylist()
+    evidence = {r["id"]: r for r in removed if r.get("dup_of")}
+    data = gather(run)
+    section = report[report.index('<section id="duplicates">'):]
+    section = section[:section.index("</section>")]
+    assert {s.stage for s in data.dup_sources} == {"exact_dedup", "minhash_dedup"}
+    for src in data.dup_sources:
+        assert f"<h4>{escape(src.source)} " in section
+        for pair in src.pairs:
+            row = evidence[pair.removed["id"]]
+            assert pair.removed["source"] == src.source and row["reason"] == src.stage
+            assert pair.kept["id"] == row["dup_of"] and pair.kept["text"] == docs[row["dup_of"]]
+            assert pair.similarity == pytest.approx(row["dup_similarity"])
+            block = next(b for b in section.split('<div class="pair">') if f"id {pair.removed['id']}" in b)
+            removed_at = block.index(escape(pair.removed["text"][:200]))
+            assert block.index(escape(pair.kept["text"][:200]), removed_at + 1) > removed_at  # on its right
+            assert f"similarity {pair.similarity:.2f}" in block and f"id {pair.kept['id']}" in block
+
+
 def test_document_text_is_escaped(run_dir: Path, tmp_path: Path):
     """A real dropped document with `<` in its text (a pager's "< Previous") shows it as text."""
     rejected = ylink_data.open_run(str(run_dir)).rejected()
@@ -160,9 +204,17 @@ def test_document_text_is_escaped(run_dir: Path, tmp_path: Path):
     assert _parse(page).tags <= _parse(Path(run_dir / "report.html").read_text()).tags | {"details", "summary"}
 
 
-def test_report_without_rejected_documents_says_what_it_shows(run_dir: Path, tmp_path: Path):
-    copy = tmp_path / "run"
+def _without_rejected(run_dir: Path, copy: Path) -> Path:
+    """A copy of the run as one with keep_rejected off holds it: no rejected/, none in its manifest."""
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("rejected", "report.html"))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["rejected"] = {"rows": 0, "files": []}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def test_report_without_rejected_documents_says_what_it_shows(run_dir: Path, tmp_path: Path):
+    copy = _without_rejected(run_dir, tmp_path / "run")
     info = json.loads((copy / "run.json").read_text())
     info["config"]["output"]["keep_rejected"] = False
     (copy / "run.json").write_text(json.dumps(info))
@@ -285,8 +337,7 @@ def test_preview_by_default_shows_what_a_looser_threshold_brings_back(run_dir: P
     assert f"{back.num_rows} newly kept" in repr(looser)
     assert preview_op(str(run_dir), "gopher_quality", {"min_doc_words": 10}, n=10_000, source="all").table.equals(looser.table)
     # a run without rejected/ previews its kept documents and says what it cannot show
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("rejected", "report.html"))
+    copy = _without_rejected(run_dir, tmp_path / "run")
     kept_only = preview_op(str(copy), "gopher_quality", {"min_doc_words": 10}, n=10_000)
     assert kept_only.newly_kept.num_rows == 0 and "keep_rejected: true" in repr(kept_only)
     with pytest.raises(ValueError, match="'auto', 'kept', 'rejected', 'both', 'all'"):
@@ -321,18 +372,38 @@ def test_notebooks_are_committed_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{path.name}: strip outputs"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_headless(path: Path):
-    import nbformat
-    from nbclient import NotebookClient
+RUN_NOTEBOOK = re.compile(r"^jupyter nbconvert --to notebook --execute (notebooks/\S+\.ipynb) --output-dir (\S+)$", re.M)
 
-    nb = nbformat.read(path, as_version=4)
-    # The `python3` kernel is ipykernel in this interpreter (the venv), whatever kernels are installed.
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_as_its_first_cell_says(path: Path, tmp_path: Path):
+    """Issue 42 point 6: the notebook says how to run it, and that command (nbconvert, from the
+    `notebook` extra) runs it headless in a clone; its run goes to the clone's out/, nothing is left
+    in the temporary folder."""
+    import nbformat
+
+    intro = nbformat.read(path, as_version=4).cells[0]
+    assert intro.cell_type == "markdown"
+    found = RUN_NOTEBOOK.search(intro.source)
+    assert found and found.group(1) == f"notebooks/{path.name}", "the first cell gives the command that runs it"
+    clone = tmp_path / "clone"
+    (clone / "notebooks").mkdir(parents=True)
+    shutil.copy(path, clone / "notebooks" / path.name)  # a copy: the notebook finds the clone from its own folder
+    for rel in ("samples", "pipelines", "configs"):
+        (clone / rel).symlink_to(REPO / rel)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path),
+           "TMPDIR": str(scratch), "JUPYTER_PLATFORM_DIRS": "1"}
+    proc = subprocess.run(["bash", "-c", found.group(0)], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = nbformat.read(clone / found.group(2) / path.name, as_version=4)
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the notebook plots"
     assert any("newly dropped" in o.get("text", "") for o in outputs), "the notebook previews a threshold"
+    assert (clone / "out" / "explore-quickstart" / "manifest.json").is_file()
+    assert not list(scratch.glob("ylink-explore-*")), "a run folder left in the temporary folder"
 
 
 # ---------------------------------------------------------------------------- in a browser
@@ -354,9 +425,13 @@ def test_report_in_headless_chromium(report: str, run_dir: Path, tmp_path: Path)
         page.goto((run_dir / "report.html").as_uri(), wait_until="load")
         boxes = page.eval_on_selector_all("svg.plot", "els => els.map(e => [e.dataset.plot, e.getBoundingClientRect().width, e.getBoundingClientRect().height])")
         texts = page.eval_on_selector_all("svg.plot text", "els => els.length")
+        # each dedup pair: the removed document and the kept one side by side, on one row
+        pairs = page.eval_on_selector_all(".pair", "els => els.map(e => Array.from(e.querySelectorAll(':scope > div:not(.head)'))"
+                                          ".map(c => { const r = c.getBoundingClientRect(); return [r.left, r.top, r.width]; }))")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         browser.close()
     assert problems == []
     assert requests == [(run_dir / "report.html").as_uri()], "the page loads nothing but itself"
     assert len(boxes) >= 10 and all(w > 200 and h > 100 for _, w, h in boxes), boxes
     assert texts > 50  # axis labels and titles are text
+    assert pairs and all(len(p) == 2 and p[0][0] < p[1][0] and p[0][1] == p[1][1] and p[0][2] > 300 for p in pairs), pairs

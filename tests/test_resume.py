@@ -45,8 +45,9 @@ def _stop_in_phase_1(config_path, out, tasks: int, cpus: int) -> None:
 
 
 def _counts(stats: dict) -> dict:
-    """stats.json without timings, which differ from run to run."""
-    return {**stats, "stages": [{k: v for k, v in s.items() if k != "seconds"} for s in stats["stages"]]}
+    """stats.json without timings (each stage's seconds, the run's `timing`), which differ from run to run."""
+    return {**{k: v for k, v in stats.items() if k != "timing"},
+            "stages": [{k: v for k, v in s.items() if not k.endswith("seconds")} for s in stats["stages"]]}
 
 
 def _done_markers(out, phase: int) -> int:

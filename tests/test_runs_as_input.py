@@ -1,6 +1,7 @@
 """Finished runs as input (issue 33, point 2): a shard whose bytes changed after its manifest was
 written fails the run in one line naming it, and a folder that holds runs, or a wildcard over them,
-reads each run's shards only (never its rejected/ rows, quarantine, caches or JSON files)."""
+reads each run's shards only (never its rejected/ rows, quarantine, caches or JSON files), also a run
+copied without its run.json (issue 39, point 6)."""
 from __future__ import annotations
 
 import gzip
@@ -66,4 +67,32 @@ def test_a_folder_of_runs_reads_each_runs_shards_only(runs, tmp_path, named):
     kept = sum(r.stats["output_records"] for r in runs)
     assert read == sorted([*shards, str(tmp_path / "runs" / "notes.jsonl")])
     assert result.stats["input_records"] == result.stats["output_records"] == kept + 1
+    assert result.stats["quarantined"] == 0
+
+
+# What a run folder holds besides what its manifest lists (and besides data/): each left out of a copy
+# in turn, and all at once. The manifest and data/ say "a run" (issue 39, point 6).
+BESIDE_THE_SHARDS = ("run.json", "stats.json", "README.md")
+
+
+@pytest.mark.parametrize("left_out", [pytest.param(names, id="+".join(names)) for names in
+                                      [*((n,) for n in BESIDE_THE_SHARDS), BESIDE_THE_SHARDS]])
+def test_a_run_copied_without_its_bookkeeping_is_read_as_a_run(runs, tmp_path, left_out):
+    """A run folder copied without run.json (or its card, or its stats) inside a folder of inputs: its
+    shards only, never its rejected/ rows as kept, its card as a document or its JSON as bad records."""
+    import shutil
+
+    top = {p.name for p in (tmp_path / "runs" / "a").iterdir() if p.is_file()}
+    assert top - {"manifest.json"} == set(BESIDE_THE_SHARDS)  # every file of a run beside its manifest
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    for run in runs:
+        shutil.copytree(tmp_path / "runs" / run.manifest["name"], copies / run.manifest["name"])
+        for name in left_out:
+            (copies / run.manifest["name"] / name).unlink()
+    result = _run(tmp_path / "out", [str(copies)])
+    info = json.loads((tmp_path / "out" / "run.json").read_text())
+    read = [f[0] for f in info["fingerprinted"]["input files"]]
+    assert read == sorted(str(copies / r.manifest["name"] / s["path"]) for r in runs for s in r.manifest["shards"])
+    assert result.stats["input_records"] == result.stats["output_records"] == sum(r.stats["output_records"] for r in runs)
     assert result.stats["quarantined"] == 0

@@ -183,3 +183,46 @@ def test_skipped_input_says_what_and_why(tmp_path, capsys):
     code, out, err = _train(capsys, good, str(binary), "--vocab-size", "300", "--output", str(tmp_path / "t.json"))
     assert code == 0 and "trained on" in out
     assert "skipped 1 record(s)" in err and "invalid UTF-8" in err and str(binary) in err
+
+
+@pytest.mark.parametrize("vocab", [300, 1000, 32000])
+def test_a_vocabulary_smaller_than_asked_is_noticed(tmp_path, capsys, vocab):
+    """The BPE trainer stops when no pair of tokens is frequent enough: a small corpus gives fewer
+    tokens than --vocab-size. The command says so, with the reason; a vocabulary of the size asked
+    gets no notice."""
+    good = str(TEST_DATA / "cc_en_head-0174.jsonl.gz")
+    code, out, err = _train(capsys, good, "--vocab-size", str(vocab), "--output", str(tmp_path / "t.json"))
+    assert code == 0, err
+    got = Tokenizer.from_file(str(tmp_path / "t.json")).get_vocab_size()
+    assert f"{got:,} tokens" in out
+    if got < vocab:
+        assert f"notice: the vocabulary has {got:,} tokens, not the {vocab:,} asked" in err
+        assert "corpus is too small" in err and len(err.strip().splitlines()) == 1
+    else:
+        assert got == vocab and "notice" not in err
+    assert (vocab == 32000) == (got < vocab)  # 10 documents: a few thousand merges at most
+
+
+@pytest.mark.parametrize("output", ["folder", "folder/tokenizer.json", "named.json"])
+def test_a_folder_output_declares_the_special_tokens(tmp_path, capsys, output):
+    """`--output FOLDER` (and a file named tokenizer.json) is a Hugging Face tokenizer folder that
+    declares its end-of-document and padding tokens, which transformers' AutoTokenizer reads (and
+    megatron-core's tokenizers with it: tests/test_megatron_handoff.py); another .json name is the
+    file alone."""
+    from transformers import AutoTokenizer
+
+    good = str(TEST_DATA / "cc_en_head-0174.jsonl.gz")
+    code, out, err = _train(capsys, good, "--vocab-size", "600", "--output", str(tmp_path / output))
+    assert code == 0, err
+    written = tmp_path / (output if output.endswith(".json") else f"{output}/tokenizer.json")
+    assert out.startswith(f"{written}: 600 tokens")
+    folder = written.parent
+    beside = sorted(p.name for p in folder.iterdir())
+    if written.name != "tokenizer.json":
+        assert beside == ["named.json"]
+        return
+    assert beside == ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "tokenizer_metadata.json"]
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    assert (tok.eos_token, tok.eos_token_id, tok.pad_token, tok.pad_token_id) == ("<|endoftext|>", 0, "<|pad|>", 1)
+    text = "Hello, 世界. Ids as tokenizers gives them."
+    assert tok(text)["input_ids"] == Tokenizer.from_file(str(written)).encode(text).ids

@@ -70,15 +70,23 @@ class PreviewResult:
     any columns the op added (measures in annotate mode, scores)."""
 
     op: str
+    """The op rerun (its name in the pipeline)."""
     params: dict[str, Any]
+    """Its parameters in the preview: the run's, with `changed` applied."""
     changed: dict[str, Any]
+    """The parameters given to `preview_op`, those that differ from the run's."""
     table: pa.Table
+    """One row per sampled document (see the class docstring)."""
     errors: int = 0
+    """Sampled documents the op failed on in the preview (each would be quarantined in a run)."""
     counts: dict[str, int] = field(default_factory=dict)
-    note: str | None = None  # what the preview could not look at (no rejected/ in the run)
+    """How many sampled documents passed this op in the run, were dropped by it, or never reached it."""
+    note: str | None = None
+    """What the preview could not look at (a run without rejected/: kept documents only), or None."""
 
     @property
     def sampled(self) -> int:
+        """Documents in the sample."""
         return self.table.num_rows
 
     def _where(self, verdict: str | None = None, preview_dropped: bool | None = None) -> pa.Table:
@@ -102,19 +110,24 @@ class PreviewResult:
 
     @property
     def run_reasons(self) -> Counter:
+        """The run's drop reasons of this op among the sampled documents, counted."""
         return Counter(r for r, v in zip(self.table.column("run_reason").to_pylist(),
                                          self.table.column("run_verdict").to_pylist()) if v == "dropped")
 
     @property
     def preview_reasons(self) -> Counter:
+        """The preview's drop reasons among the documents the op saw in the run, counted."""
         compared = self._where(preview_dropped=True)
         return Counter(r for r, v in zip(compared.column("preview_reason").to_pylist(),
                                          compared.column("run_verdict").to_pylist()) if v != "not reached")
 
     def to_pandas(self):
+        """`table` as a pandas DataFrame."""
         return self.table.to_pandas()
 
     def summary(self) -> dict[str, int]:
+        """The counts: sampled, passed, dropped, not reached, dropped by the run and by the preview,
+        newly dropped, newly kept, errors."""
         return {"sampled": self.sampled, **self.counts, "run_dropped": sum(self.run_reasons.values()),
                 "preview_dropped": sum(self.preview_reasons.values()),
                 "newly_dropped": self.newly_dropped.num_rows, "newly_kept": self.newly_kept.num_rows,

@@ -98,6 +98,11 @@ class _LoaderDataset(IterableDataset):
 
 
 class TextDataset(_LoaderDataset):
+    """A run's documents (`ShardLoader`, whose parameters it takes) as a PyTorch `IterableDataset`:
+    each item a dict `{column: list}` of up to `batch_size` documents, by default the columns `id`
+    and `text_column`. Give it to `DataLoader(ds, batch_size=None, num_workers=k)`; see the module
+    docstring for ranks, workers, epochs and resume."""
+
     def __init__(self, url: str, *, text_column: str = "text", columns: Sequence[str] | None = None,
                  rank: int | None = None, world_size: int | None = None, seed: int = 0, epoch: int = 0,
                  batch_size: int = 1024, shuffle: bool = True, cache_dir: str | None = None,
@@ -155,3 +160,6 @@ def position(state: dict[str, Any]) -> dict[str, Any]:
     # StatefulDataLoader replays the batches received after its last snapshot on resume; count them.
     extra = int(state.get("_steps_since_snapshot", 0)) if isinstance(state, dict) else 0
     return merge_states(found, extra)
+
+
+__all__ = ["TextDataset", "TokenDataset", "position"]

@@ -83,3 +83,13 @@ def in_mount_namespace(setup: str, argv: list[str], timeout: float = 300) -> sub
 
 def ylink_in_mount_namespace(setup: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return in_mount_namespace(setup, [*YLINK, *map(str, args)], timeout=timeout)
+
+
+def wait_for(condition: Callable[[], bool], what: str, limit_s: float = 120) -> None:
+    """Poll until `condition()` holds (a state to wait for, not a time: `limit_s` only keeps a
+    regression from hanging the suite)."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {limit_s:.0f} s for {what}")
+        time.sleep(0.01)

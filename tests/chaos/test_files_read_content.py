@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ylink_data.engine.config import load_config
-from ylink_data.core.errors import ConfigError
+from ylink_data.core.errors import ConfigError, YlinkError
 from ylink_data.engine.runner import Runner
 from ylink_data.ops import REGISTRY, load_ops, op_class
 
@@ -123,3 +123,58 @@ def test_every_missing_file_is_one_error_naming_key_and_path(tmp_path):
         line = next(p for p in err.value.problems if url in p)
         assert line.startswith(f"stages[0].{name}.{key}: "), line
         assert "\n" not in line
+
+
+def _swap_link(link: Path) -> None:
+    """The link pointed at a changed copy of its file (issue 39 point 3: a benchmark symlink swapped)."""
+    target = Path(os.path.realpath(link))
+    swapped = target.with_name(f"swapped-{target.name}")
+    shutil.copyfile(target, swapped)
+    _change_in_place(swapped)
+    os.remove(link)
+    os.symlink(swapped, link)
+
+
+def _linked(params: dict, url: str) -> tuple[dict, str] | None:
+    """`params` with `url` replaced by a symlink to it (in every form the op names it); None when the
+    parameter does not name the file itself (minhash_dedup's index names the folder of index.json)."""
+    named = json.dumps(url)[1:-1]
+    if named not in json.dumps(params):
+        return None
+    link = str(Path(url).with_name(f"link-{Path(url).name}"))
+    os.symlink(url, link)
+    return json.loads(json.dumps(params).replace(named, json.dumps(link)[1:-1])), link
+
+
+@pytest.mark.parametrize("how", ["changed in place", "symlink swapped"])
+def test_every_worker_checks_the_drivers_digest_before_use(tmp_path, how):
+    """Issue 39 point 3: a file an op reads that changes after the driver fingerprinted it (in place, or
+    its symlink re-pointed, as a benchmark swapped 4 s into a run) is refused by the worker that would
+    load it: one line naming the key and the file, and the run stops with nothing published. Run in
+    worker processes (in the driver for the links: the same check, half the time), for every file of
+    every op."""
+    for name, params, key, url, root in _cases(tmp_path):
+        if how == "symlink swapped":
+            linked = _linked(params, url)
+            if linked is None:
+                continue
+            params, url = linked
+        execution = "processes" if how == "changed in place" else "local"
+        config = _pipeline(root, name, params) | {"ray": {"execution": execution, "num_cpus": 2},
+                                                  "input": {"paths": [str(TEST_DATA / "cc_en_head-0174.jsonl.gz")],
+                                                            "split_bytes": 20_000}}
+        cfg = load_config(config)
+
+        class ChangedAfterThePlan(Runner):
+            def plan(self):
+                plan = super().plan()
+                (_swap_link if how == "symlink swapped" else _change_in_place)(Path(url))
+                return plan
+
+        with pytest.raises(YlinkError) as err:
+            ChangedAfterThePlan(cfg, progress=False).run()
+        line = str(err.value)
+        assert "\n" not in line and line.startswith(f"stages[0].{name}.{key}: {url} changed after the run "
+                                                    "fingerprinted it"), f"{name}.{key}: {line}"
+        out = root / "out"
+        assert not (out / "manifest.json").exists() and not list(out.glob("data/*")), name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import threading
@@ -19,8 +20,8 @@ from ylink_data.io.readers.base import Record
 from ylink_data.io.readers.isolated import reader_process
 
 from ..conftest import REPO
-from .processes import YLINK, _env, wait_until
-from .test_hostile_documents import DOCS, read
+from .processes import YLINK, _env, wait_for, wait_until
+from .test_hostile_documents import DOCS, HANG_GUARD_S, read
 
 PDF = DOCS / "multi_page.pdf"  # a real 5-page PDF (samples/documents/SOURCE.md)
 SIGNALS = [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT]
@@ -83,3 +84,77 @@ def test_a_run_whose_reader_is_killed_once_reads_the_file_and_quarantines_nothin
     stats = json.loads((out / "stats.json").read_text())
     assert stats["quarantined"] == 0 and stats["output_records"] == 1, stats
     assert (out / "manifest.json").exists()
+
+
+# ----------------------------------------------------------------------------- issue 39, point 16
+# A reader child killed between two files (the OOM killer) crashed the next read with BrokenPipeError
+# from DeadlineProcess.close(): the next read's request went to a child that had died after the parent
+# last saw it alive, the write failed with the request still buffered, and closing the dead child's
+# stdin flushed it again. Generated over when the child dies: between files (the test waits until it
+# is a zombie), and inside the next request's write (the child stopped, its pipe filled, the parent
+# blocked writing to it: then killed, as the OOM killer does, never a signal a stopped child holds
+# back). Each is a state the test waits for, never a time.
+
+MARKDOWN = DOCS / "poetry-faq.md"  # 7 KB: one request is buffered whole, then flushed at once
+MOMENTS = [("between files", sig) for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV)] + [
+    ("inside the next request", signal.SIGKILL)]
+WRITE_SYSCALL = {"x86_64": "1", "aarch64": "64"}  # /proc/.../syscall names the call by number
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _blocked_writing(tid: int) -> bool:
+    """Whether this process's thread `tid` waits inside write(2) on a full pipe."""
+    with open(f"/proc/self/task/{tid}/wchan") as f:
+        if "pipe_write" in f.read():
+            return True
+    with open(f"/proc/self/task/{tid}/syscall") as f:  # where the kernel does not name wait channels
+        return f.read().split()[0] == WRITE_SYSCALL.get(platform.machine())
+
+
+def _fill_the_pipe_to(pid: int) -> None:
+    """Fill the pipe the child reads its requests from (a second writer opened on it, then closed)."""
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("moment,sig", MOMENTS, ids=[f"{m}-{signal.Signals(s).name}" for m, s in MOMENTS])
+def test_a_reader_killed_before_the_next_file_reads_it_in_a_new_child(moment, sig):
+    reader_process().close()
+    (first,) = read(MARKDOWN)
+    assert isinstance(first, Record)
+    pid = reader_process().pid
+    if moment == "between files":
+        os.kill(pid, sig)
+        wait_for(lambda: _state(pid) == "Z", "the killed child to be a zombie")
+        (item,) = read(MARKDOWN)
+    else:
+        os.kill(pid, signal.SIGSTOP)
+        _fill_the_pipe_to(pid)
+        done: dict = {}
+
+        def next_file() -> None:
+            done["tid"] = threading.get_native_id()
+            try:
+                done["items"] = read(MARKDOWN)
+            except BaseException as exc:  # noqa: BLE001 - the test reports what the read raised
+                done["raised"] = exc
+
+        thread = threading.Thread(target=next_file, daemon=True)
+        thread.start()
+        wait_for(lambda: "tid" in done and _blocked_writing(done["tid"]), "the read to block writing its request")
+        os.kill(pid, sig)
+        thread.join(timeout=HANG_GUARD_S)
+        assert "raised" not in done, f"the next read raised {done['raised']!r}"
+        (item,) = done["items"]
+    assert isinstance(item, Record) and item.text == first.text, item
+    assert reader_process().pid != pid  # read by a new child

@@ -115,12 +115,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from ylink_data.engine.config import load_config
-    from ylink_data.core.errors import ConfigError
-    from ylink_data.io.writable import check_writable
-    from ylink_data.engine.field_check import field_problems
+    from ylink_data.engine.preflight import preflight
     from ylink_data.flow import load_flow, path_is_flow
     from ylink_data.engine.runner import Runner
-    from ylink_data.engine.stage_warnings import stage_warnings
 
     if path_is_flow(args.pipeline):
         flow = load_flow(args.pipeline, args.overrides)
@@ -132,11 +129,8 @@ def _validate(args: argparse.Namespace) -> int:
     with cfg.redacting_errors():
         cluster = _check_cluster(cfg) if cfg.ray.address else ""
         plan = Runner(cfg).plan()
-        problems = field_problems(cfg, [split for task in plan.tasks for split in task])
-        if problems:
-            raise ConfigError(problems, args.pipeline)
-        check_writable(cfg.output.path, cfg.storage_options(cfg.output.path))  # as the run's first write would
-        for warning in stage_warnings(cfg, plan.files):
+        # The checks `ylink run` makes before it writes anything, the same list (engine/preflight.py).
+        for warning in preflight(cfg, plan.files, plan.splits):
             print(f"ylink: {redact_text(warning)}", file=sys.stderr)
     ops = " → ".join(["read", *(name for name, _ in cfg.ops)])
     print(f"ok: {args.pipeline}: {len(plan.files)} input files, {len(plan.tasks)} tasks, "

@@ -17,13 +17,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--tokenizer", metavar="PATH_OR_URL",
                    help="tokenizer.json to tokenize the shards' text with (default: the run's token_ids column)")
     m.add_argument("--dtype", choices=["auto", "uint16", "int32"], default="auto",
-                   help="token type of the .bin files (default auto: uint16 when the vocabulary fits, else int32)")
+                   help="token type of the .bin files (default auto: uint16 when the largest token id fits, else int32)")
     m.add_argument("--eod-token", metavar="TOKEN", help="end-of-document token (default: <|endoftext|>, </s>...)")
     m.add_argument("--no-eod", dest="append_eod", action="store_false", help="no end-of-document id after documents")
     m.add_argument("--storage-options", type=parse_json_object, default=None, metavar="JSON",
                    help='fsspec options for remote URLs (run, tokenizer, output), e.g. \'{"endpoint_url": "http://..."}\'')
     m.add_argument("--ray-address", metavar="ADDRESS", help='a Ray cluster to run on ("auto", "ray://host:port"); '
-                                                              "default: a local Ray")
+                                                              "default: this machine, one worker process per CPU "
+                                                              "(as ray.address: null)")
     m.add_argument("--no-progress", action="store_true", help="no live progress bar, one summary line")
     m.set_defaults(func=run_export_megatron)
 

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ylink_data.io.input_config import InputConfig
 from ylink_data.core.errors import InputError
+from ylink_data.core.file_errors import file_problem
 from ylink_data.core.storage import filesystem, join
 from ylink_data.io.listing import expand_paths
 from ylink_data.io.readers import Bad, Record, open_split, plan_splits, read_split
@@ -39,7 +40,10 @@ def inspect_path(path: str, limit: int = 5, chars: int = 400) -> None:
         open_run(path)  # raises: the run is unfinished
         return
     elif not fs.exists(root) and not any(c in path for c in "*?["):
-        raise InputError(f"{path}: no such file or folder")
+        try:  # exists() says False for a host that does not resolve too: the cause is in info()'s error
+            fs.info(root)
+        except Exception as exc:  # noqa: BLE001 -- fsspec backends raise their own types
+            raise InputError(file_problem(exc, path)) from None
     else:
         docs = _documents_of_files(path)
     shown = 0

@@ -10,6 +10,11 @@ memo is keyed by (path, size, inode, mtime_ns, ctime_ns), the digest is of the c
 `sha256_of(fs, path)` is the SHA-256 that run manifests record for their shards, for checking a
 shard before it is read as input (`readers.open_split`).
 
+`store_version(info)` is the content hash a remote store keeps for an object (S3's and HTTP's ETag,
+GCS's md5Hash or crc32c, Azure's etag), from what fsspec's `info`, `find` or `glob`
+gives: a remote file is known by it without a byte of it being read (`io/input_versions.py`, and the
+op files a worker checks against the driver's, `engine/files_read.py`).
+
 What ylink writes to read back later (a cache, an index) carries a checksum of its content, written
 with it and checked before it is trusted, through the helpers here: `new_digest` while writing a
 file and `file_digest(path, end)` when reading it back (the decontamination index's footer),
@@ -22,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from typing import Any
 
 import fsspec
@@ -29,6 +35,9 @@ import fsspec
 from ylink_data.core.storage import filesystem, is_local
 
 _BLOCK = 4 << 20
+# A stamp taken this soon after a file's last change may share its clock tick with a later change
+# (NFS servers' clocks too): it cannot vouch that the file did not change since (io/input_versions.py).
+RACY_NS = 2_000_000_000
 # Local files hashed by this process: (path, stat stamp) -> digest. Small (one entry per file read).
 _MEMO: dict[tuple[str, tuple[int, int, int, int]], str] = {}
 
@@ -67,7 +76,9 @@ def _file_digest(fs: fsspec.AbstractFileSystem, path: str, algorithm: str = "bla
     key = (f"{algorithm}:{end}:{os.path.realpath(path)}", _stamp(path))
     if key not in _MEMO:
         digest = _hash_file(fs, path, algorithm, end)
-        if _stamp(path) == key[1]:  # not rewritten while it was read
+        # not rewritten while it was read, nor too soon after its last write for its stamp to vouch for
+        # it (a second write in the same clock tick would leave the stamp equal)
+        if _stamp(path) == key[1] and time.time_ns() - key[1][3] >= RACY_NS:
             _MEMO[key] = digest
         return digest
     return _MEMO[key]
@@ -82,6 +93,48 @@ def file_digest(path: str | os.PathLike, end: int | None = None) -> str:
     """`new_digest` of a local file's first `end` bytes (all of them by default), read in blocks
     (never mapped: the pages read stay out of the process's memory)."""
     return _file_digest(fsspec.filesystem("file"), str(path), end=end)
+
+
+# What stores call the hash of an object's content, in the order trusted: a digest of the bytes
+# before an opaque version tag. ETag is S3's, HTTP's and Azure's; md5Hash and crc32c are GCS's.
+_STORE_HASHES = (("md5Hash", "md5"), ("Content-MD5", "md5"), ("crc32c", "crc32c"),
+                 ("ETag", "etag"), ("etag", "etag"), ("Etag", "etag"))
+
+
+def store_version(info: dict[str, Any]) -> str | None:
+    """`kind:value` of the content hash a store gives for one object (its fsspec `info`), or None
+    when it gives none (a local file, memory://, a server without ETag): such files are hashed."""
+    for key, kind in _STORE_HASHES:
+        value = info.get(key)
+        if isinstance(value, (bytes, bytearray)):
+            value = value.hex()
+        if isinstance(value, str) and value.strip('"'):
+            return f"{kind}:{value.strip()}"
+    return None
+
+
+def file_version(url: str, storage_options: dict[str, Any] | None = None) -> str | None:
+    """`store_version` of the object at `url` (one metadata request), None for a local file or a
+    store that keeps no hash."""
+    fs, path = filesystem(url, storage_options)
+    if is_local(fs):
+        return None
+    fs.invalidate_cache(path)  # asked of the store now, not from the listings fsspec keeps
+    return store_version(fs.info(path))
+
+
+def local_state(url: str) -> tuple | None:
+    """Where a local file (or every file under a local folder) lies and its stamp (size, inode,
+    mtime, ctime): equal before and after something read it means that nothing was written or
+    swapped in between (a write changes ctime, which no user can set back). None for a URL."""
+    fs, path = filesystem(url)
+    if not is_local(fs):
+        return None
+    names = [path] if not os.path.isdir(path) else sorted(fs.find(path))
+    try:
+        return tuple((os.path.realpath(n), _stamp(n)) for n in names)
+    except FileNotFoundError:
+        return ()
 
 
 def content_digest(url: str, storage_options: dict[str, Any] | None = None) -> str:

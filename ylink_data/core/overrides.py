@@ -8,12 +8,13 @@ from typing import Any
 import yaml
 
 from ylink_data.core.errors import ConfigError
-from ylink_data.core.yaml_file import load_yaml
+from ylink_data.core.yaml_file import MAX_DEPTH, YamlLimit, dotted, load_yaml, nesting
 
 
-def parse_overrides(overrides: list[str] | dict[str, Any] | None) -> list[tuple[str, Any]]:
+def parse_overrides(overrides: list[str] | dict[str, Any] | None,
+                    source: str | None = None) -> list[tuple[str, Any]]:
     """(dotted key, value) of each `--set KEY=VALUE` (the value read as YAML, else kept as text), or of
-    a mapping given from Python."""
+    a mapping given from Python; `source` names the file in errors."""
     if not overrides:
         return []
     if isinstance(overrides, dict):
@@ -25,15 +26,21 @@ def parse_overrides(overrides: list[str] | dict[str, Any] | None) -> list[tuple[
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set output.path=/tmp/out")
         try:
             value = load_yaml(text) if text.strip() else ""
+        except YamlLimit as exc:  # YAML, but past a bound: taken as text, the user would not know
+            raise ConfigError(f"--set {key.strip()}: {exc.problem}", source) from None
         except yaml.YAMLError:
             value = text
         parsed.append((key.strip(), value))
     return parsed
 
 
-def set_dotted(raw: dict, dotted: str, value: Any, source: str | None) -> None:
-    """Set `a.b.0.c` in nested dicts/lists; a dict value is merged into what is there."""
-    parts = dotted.split(".")
+def set_dotted(raw: dict, key: str, value: Any, source: str | None) -> None:
+    """Set `a.b.0.c` in nested dicts/lists; a dict value is merged into what is there. The key and
+    the value together nest at most MAX_DEPTH deep, as a YAML file does (core/yaml_file.py)."""
+    parts = key.split(".")
+    if len(parts) + nesting(value) > MAX_DEPTH:
+        raise ConfigError(f"--set {dotted(parts)}: the key and its value nest more than {MAX_DEPTH} levels "
+                          f"deep; write it flatter", source)
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):
         where = ".".join(parts[: depth + 1])
@@ -44,10 +51,10 @@ def set_dotted(raw: dict, dotted: str, value: Any, source: str | None) -> None:
                 node[part] = {}
             node = node[part]
         else:
-            raise ConfigError(f"--set {dotted}: {where} is not a mapping", source)
+            raise ConfigError(f"--set {key}: {where} is not a mapping", source)
     last = parts[-1]
     if isinstance(node, list):
-        node[_list_index(node, last, dotted, source)] = value
+        node[_list_index(node, last, key, source)] = value
     elif isinstance(value, dict) and isinstance(node.get(last), dict):
         node[last] = deep_merge(node[last], value)
     else:

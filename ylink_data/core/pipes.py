@@ -25,6 +25,20 @@ def start_child(module: str, *args: str, env: dict[str, str] | None = None) -> s
                             env={**child_env(), **(env or {}), _PARENT_ENV: str(os.getpid())})
 
 
+def close_pipes(proc: subprocess.Popen) -> None:
+    """Close the pipes to and from a child that has ended or is being ended, never raising: closing
+    its stdin flushes what a write left buffered, which a dead child's pipe refuses (BrokenPipeError:
+    a reader child killed between two files crashed the next read, issue 39 point 16). Those bytes
+    were for the child alone, and it is gone."""
+    for stream in (proc.stdin, proc.stdout):
+        if stream is None:
+            continue
+        try:
+            stream.close()
+        except OSError:  # the buffered bytes are dropped; the file descriptor is closed all the same
+            pass
+
+
 def child_env() -> dict[str, str]:
     """The parent's environment with its import path (as multiprocessing gives a spawned child): the
     child must run the same code as its parent (a checkout may shadow an installed copy)."""

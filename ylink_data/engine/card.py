@@ -2,8 +2,9 @@
 the run is complete), so that standard tools read a run folder as a dataset.
 
 Its YAML front matter is Hugging Face's: `configs:` makes `datasets.load_dataset(RUN)` return
-exactly the kept documents (the manifest's shards, `default`) and `rejected/` as a second config;
-`language`, `size_categories` and `license` come from the run. The body says what each column means
+exactly the kept documents (the manifest's shards, `default`: at least one, a run that keeps nothing
+has one without rows) and `rejected/` as a second config, with every column its rows have (publish
+gives each kind of file one schema); `language`, `size_categories` and `license` come from the run. The body says what each column means
 and how the data was made (the pipeline, the accounting), and how to read it with pandas, DuckDB and
 pyarrow."""
 from __future__ import annotations
@@ -15,9 +16,7 @@ import yaml
 
 from ylink_data.core.storage import atomic_write
 from ylink_data.core.schema import DOCUMENT_SCHEMA
-from ylink_data.io.layout import RunLayout
-
-CARD = "README.md"
+from ylink_data.io.layout import CARD, RunLayout
 
 # What the columns of every run mean (schema.DOCUMENT_SCHEMA); ops add their own (`ylink ops NAME`).
 COLUMN_MEANINGS = {
@@ -38,14 +37,16 @@ _SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000
           (10_000_000_000, "1B<n<10B")]
 
 
-def write_dataset_card(layout: RunLayout, cfg: Any, stats: dict[str, Any], shards: list[dict[str, Any]]) -> None:
-    """RUN/README.md for the published `shards` (the manifest's list) and the run's `stats`."""
+def write_dataset_card(layout: RunLayout, cfg: Any, stats: dict[str, Any], shards: list[dict[str, Any]],
+                       rejected_files: list[dict[str, Any]]) -> None:
+    """RUN/README.md for the published `shards` and `rejected_files` (the manifest's lists) and the
+    run's `stats`."""
     kept = [s["path"] for s in shards]
-    rejected = sorted(_relative(layout, p) for p in layout.fs.glob(layout.path("rejected", "*.parquet")))
+    rejected = [f["path"] for f in rejected_files]
     kept_columns, languages = _kept_columns_and_languages(layout, kept)
-    configs = [_config("default", kept, _common_columns(layout, kept), default=True)]
+    configs = [_config("default", kept, default=True)]
     if rejected:
-        configs.append(_config("rejected", rejected, _common_columns(layout, rejected)))
+        configs.append(_config("rejected", rejected))
     front = {
         "pretty_name": cfg.name,
         "language": languages or None,
@@ -56,7 +57,7 @@ def write_dataset_card(layout: RunLayout, cfg: Any, stats: dict[str, Any], shard
         "configs": configs,
     }
     front = {k: v for k, v in front.items() if v is not None}
-    body = _body(cfg, stats, kept_columns, bool(rejected))
+    body = _body(cfg, stats, kept_columns, _columns(layout, rejected[:1]))
     text = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n" + body
     with atomic_write(layout.fs, layout.path(CARD)) as f:
         f.write(text.encode())
@@ -69,39 +70,23 @@ def size_category(rows: int) -> str:
     return "n>10B"
 
 
-def _config(name: str, files: list[str], columns: list[str] | None, default: bool = False) -> dict[str, Any]:
+def _config(name: str, files: list[str], default: bool = False) -> dict[str, Any]:
+    """A config of `files`, all of one schema (publish.py): `datasets` reads every column."""
     config: dict[str, Any] = {"config_name": name}
     if default:
         config["default"] = True
-    config["data_files"] = [{"split": "train", "path": files or "data/*.parquet"}]
-    if columns is not None:
-        # The files differ in columns (a stage's rejected rows carry its own evidence, e.g. dup_of):
-        # `datasets` needs one schema, so the config reads the columns they all have.
-        config["columns"] = columns
+    config["data_files"] = [{"split": "train", "path": files}]
     return config
 
 
-def _relative(layout: RunLayout, path: str) -> str:
-    return path[len(layout.root):].lstrip("/")
-
-
-def _schemas(layout: RunLayout, files: list[str]) -> list[list[str]]:
+def _columns(layout: RunLayout, files: list[str]) -> list[str]:
+    """The columns of the files (of one schema), from the first one's footer; none without files."""
     import pyarrow.parquet as pq
 
-    names = []
     for rel in files:
         with layout.fs.open(layout.path(rel), "rb") as f:
-            names.append(pq.read_schema(f).names)
-    return names
-
-
-def _common_columns(layout: RunLayout, files: list[str]) -> list[str] | None:
-    """The columns every file has, in the first file's order; None when all files have the same."""
-    schemas = _schemas(layout, files)
-    if len({tuple(s) for s in schemas}) <= 1:
-        return None
-    common = set.intersection(*(set(s) for s in schemas))
-    return [c for c in schemas[0] if c in common]
+            return pq.read_schema(f).names
+    return []
 
 
 def _kept_columns_and_languages(layout: RunLayout, kept: list[str]) -> tuple[list[str], list[str]]:
@@ -124,7 +109,7 @@ def _kept_columns_and_languages(layout: RunLayout, kept: list[str]) -> tuple[lis
     return columns, sorted(languages)
 
 
-def _body(cfg: Any, stats: dict[str, Any], columns: list[str], has_rejected: bool) -> str:
+def _body(cfg: Any, stats: dict[str, Any], columns: list[str], rejected_columns: list[str]) -> str:
     own = set(DOCUMENT_SCHEMA.names)
     lines = [f"# {cfg.name}", "",
              f"{stats['output_records']:,} documents kept of {stats['input_records']:,} input records "
@@ -134,16 +119,22 @@ def _body(cfg: Any, stats: dict[str, Any], columns: list[str], has_rejected: boo
              # Not the folder's own path: the card is the same wherever the run was written or copied
              # (tests/test_execution.py compares run folders byte for byte).
              'RUN = "path/to/this/folder"  # or its URL (s3://..., with storage_options)',
-             "import datasets", "kept = datasets.load_dataset(RUN)  # the kept documents, split 'train'"]
-    if has_rejected:
+             "import datasets",
+             # `datasets` refuses a split of no rows ("corresponds to no data", huggingface/datasets#8401),
+             # but streams one: the card of a run that kept nothing says how to read its (empty) shard.
+             "kept = datasets.load_dataset(RUN)  # the kept documents, split 'train'" if stats["output_records"] else
+             "kept = datasets.load_dataset(RUN, streaming=True)  # no document kept: an empty split, with its columns"]
+    if rejected_columns:
         lines.append("dropped = datasets.load_dataset(RUN, 'rejected')  # dropped documents with their reason")
     lines += ["", "import pandas", "df = pandas.read_parquet(f'{RUN}/data')", "",
               "import duckdb", "duckdb.sql(f\"SELECT lang, count(*) FROM '{RUN}/data/*.parquet' GROUP BY lang\")", "",
               "import pyarrow.dataset", "table = pyarrow.dataset.dataset(f'{RUN}/data').to_table()", "```", "",
               "`manifest.json` lists every shard with its sha256; `stats.json` holds the accounting below.", "",
               "## Columns", "", "| column | meaning |", "| --- | --- |"]
-    for column in columns + (["reason"] if has_rejected else []):
+    for column in columns + [c for c in rejected_columns if c not in columns]:
         meaning = COLUMN_MEANINGS.get(column) if column in own or column == "reason" else None
+        if meaning is None and column not in columns:
+            meaning = "(rejected/ only) evidence an op gives for a drop (`ylink ops NAME` says what it writes)"
         lines.append(f"| `{column}` | {meaning or 'added by an op of the pipeline (`ylink ops NAME` says what it writes)'} |")
     # Through JSON: parameters may be tuples or models, which YAML's safe dumper refuses.
     stages = cfg.redact(json.loads(json.dumps([{name: params} for name, params in cfg.ops], default=str)))

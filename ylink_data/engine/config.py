@@ -32,7 +32,7 @@ BUNDLED_PRESETS = CONFIGS
 
 class MegatronOutputConfig(Strict):
     """`output.megatron: {}`: a Megatron-LM .bin/.idx pair next to each published shard (needs a
-    `tokenize` stage). `dtype: auto` is the tokenizer's (uint16 when its vocabulary fits, else int32:
+    `tokenize` stage). `dtype: auto` is the tokenizer's (uint16 when its largest id fits, else int32:
     Megatron's .idx has no uint32). `keep_token_ids: false` leaves `token_ids` out of the Parquet
     shards (`num_tokens` stays), at the cost of rewriting each shard as it is published."""
 
@@ -153,7 +153,7 @@ def load_config(
         source = str(path)
         raw, base_dir = read_yaml(path), path.resolve().parent
     raw = apply_includes(raw, base_dir, source, seen=())
-    for key, value in parse_overrides(overrides):
+    for key, value in parse_overrides(overrides, source):
         set_dotted(raw, key, value, source)
     return validate_config(raw, source)
 

@@ -1,6 +1,6 @@
-"""The input's field names, checked by `ylink validate` on the first records of the input: a typo in
-`input.text_field` made `ylink run` quarantine every record ("no text field 'txet'"), and one in
-`input.url_field` left every url null, while validate said ok. Validate now reads the first
+"""The input's field names, checked on the first records of the input by `ylink validate` and before
+every run (engine/preflight.py): a typo in `input.text_field` made `ylink run` quarantine every record
+("no text field 'txet'"), and one in `input.url_field` left every url null. The check reads the first
 SAMPLE_RECORDS records of the first JSONL or Parquet file (bounded: one file, a hundred records) and
 names the key when none of them has the field."""
 from __future__ import annotations
@@ -10,7 +10,9 @@ from typing import Any
 
 from ylink_data.core.errors import did_you_mean
 from ylink_data.engine.config import PipelineConfig
+from ylink_data.core.file_errors import file_problem
 from ylink_data.io.readers import Bad, Record, Split, open_split, read_split
+from ylink_data.io.readers.base import is_io_failure
 from ylink_data.io.readers.registry import reader_for
 from ylink_data.core.redaction import redact_url
 
@@ -25,12 +27,17 @@ def field_problems(cfg: PipelineConfig, splits: list[Split]) -> list[str]:
         return []
     records: list[Record] = []
     missing_text: list[Bad] = []
-    with open_split(split, cfg.storage_options(split.url)) as f:
-        for item in itertools.islice(read_split(split, f, inp), SAMPLE_RECORDS):
-            if isinstance(item, Record):
-                records.append(item)
-            elif isinstance(item, Bad) and item.error.startswith("no text field"):
-                missing_text.append(item)
+    try:
+        with open_split(split, cfg.storage_options(split.url)) as f:
+            for item in itertools.islice(read_split(split, f, inp), SAMPLE_RECORDS):
+                if isinstance(item, Record):
+                    records.append(item)
+                elif isinstance(item, Bad) and item.error.startswith("no text field"):
+                    missing_text.append(item)
+    except Exception as exc:  # the storage's failures: one line naming the file and the cause
+        if not is_io_failure(exc):
+            raise
+        return [file_problem(exc, split.url)]
     where = redact_url(split.url)
     problems = []
     if missing_text and not records:

@@ -17,39 +17,49 @@ import heapq
 import json
 import os
 import re
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ylink_data.core.version import __version__
 from ylink_data.engine.config import PipelineConfig, load_config
-from ylink_data.core.errors import ConfigError, RunStateError
-from ylink_data.core.storage import read_json, write_json, writing_into
+from ylink_data.core.errors import RunStateError
+from ylink_data.core.storage import read_json, remove, write_json, writing_into
+from ylink_data.io.input_versions import changed_files, file_contents, recorded_files
 from ylink_data.io.listing import InputFile, input_files
 from ylink_data.io.readers import group_splits, plan_splits
 from ylink_data.core.redaction import redact_url
 from ylink_data.ops import build_op, op_class
 from ylink_data.engine.card import write_dataset_card
-from ylink_data.engine.column_check import column_problems
-from ylink_data.engine.files_read import files_read
+from ylink_data.engine.files_read import Expected, checked_load, expected_files, files_read
 from ylink_data.engine.global_phase import GlobalContext
 from ylink_data.io.layout import RunLayout
-from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, Manifest, write_manifest
+from ylink_data.io.manifest import FORMAT_VERSION, SHARDS, TASK_FILES, Manifest, write_manifest
 from ylink_data.io.sinks import Sink, plan_sinks, publish_label
 from ylink_data.engine.lock import FolderLock, hold_run_folder
 from ylink_data.engine.node_paths import node_local_warning
 from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
-from ylink_data.engine.stage_warnings import stage_warnings
-from ylink_data.engine.publish import pack_shards, publish_shard
-from ylink_data.engine.stats import TaskStats, check_invariant, run_stats, token_stats
+from ylink_data.engine.preflight import preflight
+from ylink_data.engine.publish import publish, publish_plan, recorded
+from ylink_data.engine.stats import TaskStats, check_invariant, records_in, run_stats, timing_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
-from ylink_data.engine.tasks import TaskSpec, execute_task, load_marker, sample_scan
+from ylink_data.engine.tasks import TaskSpec, current_marker, execute_task, load_marker, sample_scan, split_bytes
+
+
+# run.json: [url, content id] of every input file, in the fingerprinted configuration once phase 0 has
+# read them (io/input_versions.py), and [url, stamp] of the local ones whose stamp can vouch for them.
+INPUT_CONTENT, INPUT_STAMPS = "input content", "input stamps"
 
 
 class RunResult(NamedTuple):
+    """What `run` returns: the run folder and its stats; unpacks as `path, stats = run(...)`."""
+
     path: str
+    """The run folder (local path or URL), as `output.path` names it."""
     stats: dict[str, Any]
+    """stats.json of the run (`ylink_data.open_run(path).stats`)."""
 
 
 def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
@@ -66,9 +76,18 @@ class _Plan:
     files: list[InputFile]
     tasks: list[list]
     phases: list[Phase]
-    fingerprint: str
+    fingerprint: str  # of the configuration and the input files' names and sizes: run.json's "plan_fingerprint"
     fingerprinted: dict[str, Any]
     sinks: list[Sink]  # the output formats: Parquet shards, and what `output:` asks for
+    # The fingerprint with the content of every input file (run.json's "fingerprint", the manifest's),
+    # known once phase 0 has read them all (`Runner._record_input_content`).
+    sealed: str | None = None
+    stamps: list[list] | None = None  # [url, stamp] of the local input files whose stamp can vouch for them
+    expected: Expected = field(default_factory=dict)  # what every worker checks the ops' files against
+
+    @property
+    def splits(self) -> list:
+        return [split for task in self.tasks for split in task]
 
 
 class Runner:
@@ -77,6 +96,7 @@ class Runner:
         self.fresh = fresh
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
         self.progress = RunProgress(progress)
+        self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         self.scheduler = Scheduler(cfg.ray, on_start=self._warn_about_node_local_paths,
                                    on_notice=self.progress.waiting,
                                    preload=_worker_modules(cfg.ops))
@@ -87,12 +107,16 @@ class Runner:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunResult:
+        self._started = time.time()
+        self._driver_cpu = time.process_time()
         with self.scheduler:
             self.scheduler.warm_up()
             plan = self.plan()
-            for warning in stage_warnings(self.cfg, plan.files):
+            # What `ylink validate` refuses is refused here too, before anything is written (preflight.py).
+            for warning in preflight(self.cfg, plan.files, plan.splits):
                 self.progress.note(warning)
-            with hold_run_folder(self.layout, self.progress.note) as lock:
+            # Every file of the run takes shape in _work/staging/ (core/storage.py), here as in tasks.
+            with hold_run_folder(self.layout, self.progress.note) as lock, self.layout.writing():
                 return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
@@ -106,9 +130,12 @@ class Runner:
             decisions: list[str] = []
             for phase in plan.phases:
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
+                if phase.index == 0:
+                    self._record_input_content(plan, markers[0])
                 if phase.outgoing:
-                    decisions = self._resolve(phase, markers[phase.index])
-            shards = self._publish(markers[plan.phases[-1].index], plan.sinks)
+                    decisions = self._resolve(phase, markers[phase.index], plan.expected)
+            published = self._publish(markers, plan.sinks)
+        shards = published[SHARDS]
         # A shard's marker holds each sink's entry (its Megatron pair, JSONL files): the manifest
         # lists them apart, in each sink's section.
         entries = {sink.name: [s.pop(sink.name) for s in shards if sink.name in s] for sink in plan.sinks}
@@ -121,14 +148,19 @@ class Runner:
         token_columns = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
         if token_columns:  # token counts of the published shards (stats.token_stats), the last op's that wrote tokens
             stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, token_columns[-1])
+        stats["timing"] = timing_stats(self.scheduler.timings, self._started, time.time(),
+                                       time.process_time() - self._driver_cpu)
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
         write_json(self.layout.fs, self.layout.stats, stats)
-        write_dataset_card(self.layout, self.cfg, stats, shards)  # README.md: the run as a dataset (card.py)
-        manifest = Manifest(name=self.cfg.name, fingerprint=plan.fingerprint, rows=stats["output_records"],
+        # README.md: the run as a dataset (card.py)
+        write_dataset_card(self.layout, self.cfg, stats, shards, published["rejected"])
+        manifest = Manifest(name=self.cfg.name, fingerprint=plan.sealed, rows=stats["output_records"],
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                            ylink_version=__version__)
+                            ylink_version=__version__,
+                            task_files={kind: {"rows": sum(f["rows"] for f in published[kind]), "files": published[kind]}
+                                        for kind in TASK_FILES})
         tiers = self.tiers[1] if self.tiers else []
         tier_sections: dict[str, dict[str, Any]] = {tier: {} for tier in tiers}
         for sink in plan.sinks:  # each lists its files, of the run and of each tier folder
@@ -141,9 +173,11 @@ class Runner:
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
             manifest.tiers = self._write_tier_manifests(manifest, tier_sections, stats)
+        self._remove_unlisted(manifest)
         write_manifest(self.layout.fs, self.layout.manifest, manifest)
         self.layout.remove_work()
-        self.progress.note(f"done: {stats['input_records']:,} records in, {stats['output_records']:,} kept, "
+        self._check_published(manifest)
+        self.progress.note(f"done: {records_in(stats)}, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
         return RunResult(self.layout.url, stats)
 
@@ -156,9 +190,10 @@ class Runner:
         for tier in self.tiers[1]:
             prefix = "/".join(self.layout.tier_dir(tier))
             rows = sum(s["rows"] for s in sections[tier][SHARDS])
-            own = replace(manifest, name=f"{manifest.name}/{tier}", tier=tier, rows=rows, sections=sections[tier])
+            own = replace(manifest, name=f"{manifest.name}/{tier}", tier=tier, rows=rows, sections=sections[tier],
+                          task_files={})
             tier_layout = RunLayout(self.layout.path(prefix), self.layout.fs, f"{self.layout.url}/{prefix}")
-            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, own.shards)
+            write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, own.shards, [])
             write_manifest(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
@@ -193,25 +228,23 @@ class Runner:
         # The content of every file the ops read (models, tokenizers, benchmarks, prompts, lists):
         # a file changed in place is another run. Left out when there is none, as above.
         read = files_read(self.cfg)
-        # A column an op's parameter names that no row will have: refused here, before any task.
-        wrong_columns = column_problems(self.cfg, any(f.run_shard for f in files))
-        if wrong_columns:
-            raise ConfigError(wrong_columns)
         if read:
             fingerprinted["files read"] = read
-        digest = hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
-        return _Plan(files, tasks, plan_phases(self.cfg.ops), digest, fingerprinted, plan_sinks(self.cfg))
+        return _Plan(files, tasks, plan_phases(self.cfg.ops), _digest(fingerprinted), fingerprinted,
+                     plan_sinks(self.cfg), expected=expected_files(self.cfg, read))
 
     # ------------------------------------------------------------------ output folder state
 
     def _check_output_folder(self, plan: _Plan, lock: FolderLock) -> RunResult | None:
-        """Refuse to mix runs: a different config in the same folder needs --fresh. Returns the
-        finished run when this exact run is already complete."""
+        """Refuse to mix runs: a different config in the same folder, or input files whose content
+        changed since the run read them, needs --fresh. Returns the finished run when this exact run
+        is already complete."""
         layout = self.layout
         foreign = layout.foreign_entries()
         if foreign:
             raise RunStateError(f"output.path {layout.url} holds files that are not a ylink run "
                                 f"({', '.join(foreign[:3])}); choose an empty or new folder")
+        layout.sweep()  # what writers killed before their rename left: never resumed from, never published
         previous = load_marker(layout, layout.run_info)
         if previous is None:
             if layout.exists(layout.manifest) or layout.has_files(layout.work()):
@@ -220,7 +253,9 @@ class Runner:
                                         "rerun with --fresh to replace it")
                 self._remove_run(lock)
             return None
-        same = previous.get("fingerprint") == plan.fingerprint
+        # run.json's "fingerprint" holds the inputs' content once phase 0 has read them; the
+        # configuration alone is "plan_fingerprint" (runs from before it existed: "fingerprint").
+        same = previous.get("plan_fingerprint", previous.get("fingerprint")) == plan.fingerprint
         if not same and not self.fresh:
             # run.json holds it redacted and through JSON: compare like with like, or a parameter
             # that holds a credential would always count as changed.
@@ -233,12 +268,14 @@ class Runner:
             self._remove_run(lock)
             return None
         manifest = load_marker(layout, layout.manifest)
+        self._check_inputs_unchanged(previous, manifest is not None, plan.files)
         if manifest is not None:
-            if manifest.get("fingerprint") != plan.fingerprint:
+            if manifest.get("fingerprint") != previous.get("fingerprint"):
                 raise RunStateError(f"output.path {layout.url} holds a finished run whose manifest.json is of another "
                                     "configuration than its run.json; rerun with --fresh to replace it")
             missing = layout.missing_shards(manifest)
             if not missing:
+                self._remove_unlisted(Manifest.from_dict(manifest))
                 layout.remove_work()
                 self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
                 return RunResult(layout.url, read_json(layout.fs, layout.stats))
@@ -255,16 +292,73 @@ class Runner:
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
 
+    def _check_inputs_unchanged(self, previous: dict[str, Any], finished: bool, files: list[InputFile]) -> None:
+        """The input files hold what the run in the folder read (io/input_versions.py): a finished
+        run's content ids (run.json), an unfinished one's tasks' records of what they read (their
+        markers, and input.sample's pass). A file that changed since is one line: the run is of other
+        input now, and resuming it would publish documents of both versions of the file."""
+        layout = self.layout
+        if finished:
+            contents = previous.get("fingerprinted", {}).get(INPUT_CONTENT)
+            records = None if contents is None else recorded_files(contents, previous.get(INPUT_STAMPS, []))
+        else:
+            read = list(self._existing_markers(layout.work("phase0", "done")).values())
+            sample = load_marker(layout, layout.sample_cut)
+            read += [sample] if sample is not None else []
+            records = None if any("inputs" not in m for m in read) else [r for m in read for r in m["inputs"]]
+        if records is None:
+            raise RunStateError(f"output.path {layout.url} holds a run from before ylink recorded what its input "
+                                f"files hold (ylink {previous.get('ylink_version', '?')}), so whether they changed "
+                                "since cannot be told; rerun with --fresh to replace it")
+        changed = changed_files(records, files, self.cfg.storage_options)
+        if changed:
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            raise RunStateError(f"output.path {layout.url} holds a run whose input files changed since it read "
+                                f"them (same name and size): {', '.join(changed[:3])}{more}; rerun with --fresh to "
+                                "replace it, or choose another output.path")
+
+    def _record_input_content(self, plan: _Plan, markers: dict[int, dict]) -> None:
+        """Once phase 0 has read every input file: each file's content id goes into the fingerprinted
+        configuration, and run.json's fingerprint (the manifest's) becomes that of the configuration
+        with the content of its inputs; the stamps that can vouch for a file spare a rerun hashing it."""
+        records = [r for m in markers.values() for r in m["inputs"]]
+        contents, plan.stamps = file_contents(plan.files, records)
+        plan.fingerprinted[INPUT_CONTENT] = contents
+        plan.sealed = _digest(plan.fingerprinted)
+        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
+
     def _remove_run(self, lock: FolderLock) -> None:
         lock.check()
         with writing_into(self.layout.url):
             self.layout.remove_run()
 
+    def _remove_unlisted(self, manifest: Manifest) -> None:
+        """Nothing is published that the manifest does not list: the run's own files it does not
+        list (an attempt's leftovers) are removed; a file that is not the run's stops it here."""
+        own, foreign = self.layout.unlisted(manifest)
+        if foreign:
+            raise RunStateError(f"output.path {self.layout.url} holds files that are not the run's, where readers would "
+                                f"take them for its data ({', '.join(foreign[:3])}); move them out of the run folder, "
+                                "then rerun to finish it")
+        for rel in own:
+            remove(self.layout.fs, self.layout.path(rel))
+
+    def _check_published(self, manifest: Manifest) -> None:
+        """The end of every run: the folder's listing is its manifest's (RunLayout.listing_problems),
+        or the manifest is withdrawn and the run fails in one line."""
+        problems = self.layout.listing_problems(manifest)
+        if problems:
+            self.layout.withdraw_manifests()
+            raise RunStateError(f"output.path {self.layout.url}: once published, its files are not those its manifest "
+                                f"lists ({', '.join(problems[:3])}); the manifest was withdrawn: rerun to finish the run")
+
     def _run_info(self, plan: _Plan) -> dict[str, Any]:
         return self.cfg.redact({
-            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.fingerprint,
-            "fingerprinted": plan.fingerprinted, "config": self.cfg.model_dump(exclude={"ops"}),
-            "tasks": len(plan.tasks), "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "version": FORMAT_VERSION, "name": self.cfg.name, "fingerprint": plan.sealed or plan.fingerprint,
+            "plan_fingerprint": plan.fingerprint, "fingerprinted": plan.fingerprinted,
+            **({INPUT_STAMPS: plan.stamps} if plan.sealed else {}),
+            "config": self.cfg.model_dump(exclude={"ops"}),
+            "tasks": len(plan.tasks), "started": self.started,
             "ylink_version": __version__})
 
     def _warn_about_node_local_paths(self, executor: Executor) -> None:
@@ -276,13 +370,14 @@ class Runner:
 
     def _run_phase(self, phase: Phase, plan: _Plan, previous: dict[int, dict], decisions: list[str],
                    sample_cut: tuple[int, str] | None = None) -> dict[int, dict]:
-        markers = self._existing_markers(self.layout.work(f"phase{phase.index}", "done"))
+        markers = {t: m for t, m in self._existing_markers(self.layout.work(f"phase{phase.index}", "done")).items()
+                   if current_marker(m)}
         where = self.scheduler.where(len(plan.tasks) - len(markers))  # started before memory:// inputs are put
         specs = []
         for t, splits in enumerate(plan.tasks):
             if t in markers:
                 continue
-            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers)
+            spec = TaskSpec(self.cfg, phase, t, tiers=self.tiers, files_read=plan.expected)
             if phase.index == 0:
                 spec.splits = splits
                 spec.inline = self._inline_inputs(splits, where)
@@ -303,7 +398,9 @@ class Runner:
             self.progress.advance(handle, docs, marker["stats"].get("input_bytes", 0), files)
 
         self.scheduler.run(execute_task, [(s,) for s in specs], on_done=on_done,
-                           describe=lambda i: _describe_task(specs[i]), where=where)
+                           describe=lambda i: _describe_task(specs[i]), where=where,
+                           step=f"phase {phase.index}", ids=[s.task for s in specs],
+                           costs=[_task_cost(s, previous) for s in specs])
         self.progress.finish(handle)
         return markers
 
@@ -321,25 +418,29 @@ class Runner:
         if saved is not None and saved.get("sample") == n and saved.get("sample_seed") == seed:
             return tuple(saved["cut"]) if saved["cut"] is not None else None
         where = self.scheduler.where(len(plan.tasks))
-        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where))
+        specs = [TaskSpec(self.cfg, plan.phases[0], t, splits=splits, inline=self._inline_inputs(splits, where),
+                          files_read=plan.expected)
                  for t, splits in enumerate(plan.tasks)]
         handle = self.progress.phase(f"sample: rank every document, keep {n:,}", len(specs))
         lowest: list[tuple[int, str]] = []
         documents = 0
+        reads: list[dict] = []  # what the pass read: a resumed run checks the files still hold it
 
         def on_done(i: int, result: dict) -> None:
             nonlocal lowest, documents
             lowest = heapq.nsmallest(n, [*lowest, *(tuple(key) for key in result["lowest"])])
             documents += result["documents"]
+            reads.extend(result["inputs"])
             files = sum(1 for split in specs[i].splits if split.end is None)
             self.progress.advance(handle, result["documents"], result["bytes"], files)
 
         self.scheduler.run(sample_scan, [(s,) for s in specs], on_done=on_done,
-                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where)
+                           describe=lambda i: _describe_task(specs[i], "sample pass"), where=where,
+                           step="sample pass", costs=[_task_cost(s, {}) for s in specs])
         self.progress.finish(handle)
         cut = list(lowest[-1]) if documents > n else None
         write_json(self.layout.fs, self.layout.sample_cut,
-                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut})
+                   {"sample": n, "sample_seed": seed, "documents": documents, "cut": cut, "inputs": reads})
         return tuple(cut) if cut is not None else None
 
     def _inline_inputs(self, splits, where: str) -> dict[str, Any]:
@@ -360,7 +461,7 @@ class Runner:
             names.append(f"{phase.outgoing[1]} keys")
         return f"phase {phase.index}: " + " → ".join(names)
 
-    def _resolve(self, phase: Phase, markers: dict[int, dict]) -> list[str]:
+    def _resolve(self, phase: Phase, markers: dict[int, dict], expected: Expected) -> list[str]:
         marker_path = self.layout.resolve_marker(phase.index)
         done = load_marker(self.layout, marker_path)
         if done is not None:
@@ -376,6 +477,9 @@ class Runner:
         # (other CPUs), and a file it does not overwrite would be read as its own.
         if self.layout.fs.exists(self.layout.resolve_dir(phase.index)):
             self.layout.fs.rm(self.layout.resolve_dir(phase.index), recursive=True)
+        # the files it reads (a saved index) are what run.json names; checked before only, as the op may
+        # write them itself (minhash_dedup's save_index into the folder of its index)
+        checked_load(self.cfg, idx - 1, name, params, expected, lambda: None)
         op.resolve(ctx)
         write_json(self.layout.fs, marker_path, {"op": name, "decisions": ctx.decisions})
         self.scheduler.counter.completed_one()
@@ -391,28 +495,32 @@ class Runner:
             self.progress.advance(handle)
 
         self.scheduler.run(fn, list(args_list), on_done=on_done, describe=lambda i: f"{label} #{i}",
-                           lone_to_workers=True)
+                           lone_to_workers=True, step=label)
         self.progress.finish(handle)
         return [results[i] for i in range(len(args_list))]
 
-    def _publish(self, markers: dict[int, dict], sinks: list[Sink]) -> list[dict]:
-        parts = [p for _, m in sorted(markers.items()) for p in m["parts"]]
-        tiers = self.tiers[1] if self.tiers else [None]
-        jobs = []  # (tier, number within the tier, parts), in tier order, then task order
-        for tier in tiers:
-            groups = pack_shards([p for p in parts if p.get("tier") == tier], self.cfg.output.shard_bytes)
-            jobs += [(tier, k, group) for k, group in enumerate(groups)]
-        existing = self._existing_markers(self.layout.work("publish"), key=r"part-(\d+)\.json")
-        todo = [(self.layout, i, group, sinks, tier, k) for i, (tier, k, group) in enumerate(jobs) if i not in existing]
-        handle = self.progress.phase(publish_label(sinks), len(jobs), len(jobs) - len(todo))
+    def _publish(self, markers: dict[int, dict[int, dict]], sinks: list[Sink]) -> dict[str, list[dict]]:
+        """Every job of the publish phase (publish.py) that has no marker yet, after a sweep of what
+        killed writers left; the entries of all jobs by kind (shards, rejected, quarantine), in order."""
+        self.layout.sweep()
+        jobs = publish_plan(self.layout, markers, sinks, self.tiers[1] if self.tiers else [None],
+                            self.cfg.output.shard_bytes, self.cfg.output.compression)
+        entries = recorded(self.layout, jobs)
+        todo = [job for job in jobs if job.marker not in entries]
+        shards = sum(1 for job in jobs if job.kind == SHARDS)
+        handle = self.progress.phase(publish_label(sinks), shards, shards - sum(1 for j in todo if j.kind == SHARDS))
 
         def on_done(i: int, entry: dict) -> None:
-            existing[todo[i][1]] = entry
-            self.progress.advance(handle, entry["rows"])
+            entries[todo[i].marker] = entry
+            if todo[i].kind == SHARDS:
+                self.progress.advance(handle, entry["rows"])
 
-        self.scheduler.run(publish_shard, todo, on_done=on_done, describe=lambda i: f"shard {todo[i][1]}")
+        self.scheduler.run(publish, [(job,) for job in todo], on_done=on_done,
+                           describe=lambda i: f"publish {todo[i].kind} {todo[i].index}", step="publish",
+                           ids=[jobs.index(job) for job in todo],
+                           costs=[sum(p.get("bytes", 0) for p in job.parts) for job in todo])
         self.progress.finish(handle)
-        return [existing[i] for i in range(len(jobs))]
+        return {kind: [entries[job.marker] for job in jobs if job.kind == kind] for kind in (SHARDS, *TASK_FILES)}
 
     def _existing_markers(self, folder: str, key: str = r"task-(\d+)\.json") -> dict[int, dict]:
         fs = self.layout.fs
@@ -427,8 +535,21 @@ class Runner:
                     found[int(m.group(1))] = marker
         return found
 
+
+def _digest(fingerprinted: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fingerprinted, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def _fingerprint_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return op_class(name).fingerprint_params(params)
+
+
+def _task_cost(spec: TaskSpec, previous: dict[int, dict]) -> float:
+    """A task's estimated cost, to hand out the longest first: the input bytes of its splits (phase
+    0), else the bytes of the parts it reads (what the previous phase kept of its documents)."""
+    if spec.splits:
+        return float(sum(split_bytes(s) for s in spec.splits))
+    return float(sum(p.get("bytes", 0) for p in previous.get(spec.task, {}).get("parts", [])))
 
 
 def _describe_task(spec: TaskSpec, phase: str | None = None) -> str:

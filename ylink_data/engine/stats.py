@@ -22,7 +22,7 @@ class StageStats:
     docs_out: int = 0
     dropped: Counter = field(default_factory=Counter)
     quarantined: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # time on documents, summed over tasks (start-up apart: startup_seconds)
     counters: Counter = field(default_factory=Counter)
     # UTF-8 bytes of the documents' text going in and out (for `read`: the input bytes read, and
     # the text of the documents made from them)
@@ -32,12 +32,15 @@ class StageStats:
     # Named counts a global op gives when its decisions are applied (GlobalOp.decision_breakdowns):
     # minhash_dedup's documents in and removed per source, and its removals' similarities.
     breakdowns: defaultdict = field(default_factory=lambda: defaultdict(Counter))
+    # One-time start-up in the stage's workers (core/startup.py: the op's setup, a model or a child
+    # process loaded on first use), summed over tasks; not in `seconds`.
+    startup_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "in": self.docs_in, "created": self.created, "out": self.docs_out,
                                "dropped": dict(sorted(self.dropped.items())), "quarantined": self.quarantined,
-                               "seconds": round(self.seconds, 3), "bytes_in": self.bytes_in,
-                               "bytes_out": self.bytes_out}
+                               "seconds": round(self.seconds, 3), "startup_seconds": round(self.startup_seconds, 3),
+                               "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
         if self.counters:
             out["counters"] = dict(sorted(self.counters.items()))
         if self.breakdowns:
@@ -49,7 +52,7 @@ class StageStats:
         breakdowns = defaultdict(Counter, {k: Counter(v) for k, v in d.get("breakdowns", {}).items()})
         return cls(d["name"], d["in"], d["out"], Counter(d.get("dropped", {})), d.get("quarantined", 0),
                    d.get("seconds", 0.0), Counter(d.get("counters", {})), d.get("bytes_in", 0), d.get("bytes_out", 0),
-                   d.get("created", 0), breakdowns)
+                   d.get("created", 0), breakdowns, d.get("startup_seconds", 0.0))
 
     def add(self, other: "StageStats") -> None:
         self.docs_in += other.docs_in
@@ -57,6 +60,7 @@ class StageStats:
         self.dropped.update(other.dropped)
         self.quarantined += other.quarantined
         self.seconds += other.seconds
+        self.startup_seconds += other.startup_seconds
         self.counters.update(other.counters)
         self.bytes_in += other.bytes_in
         self.bytes_out += other.bytes_out
@@ -102,6 +106,19 @@ def run_stats(total: TaskStats, stage_names: list[str], output_records: int) -> 
     created = sum(s["created"] for s in stages)
     return {"input_records": total.input_records, "created": created, "output_records": output_records,
             "quarantined": quarantined, "input_bytes": total.input_bytes, "stages": stages}
+
+
+def records_in(stats: dict[str, Any]) -> str:
+    """What went in, as the run's last line says it: the records read and, when the reader passed on
+    fewer documents (a WARC's request, metadata and warcinfo records are records, not documents), how
+    many documents, the count the phase lines' "docs" start from."""
+    read = stats["stages"][0] if stats["stages"] and stats["stages"][0]["name"] == "read" else None
+    n = stats["input_records"]
+    if read is None or read["out"] == n:
+        return f"{n:,} records in"
+    other = sum(read["dropped"].values())
+    skipped = f"; {other:,} other records skipped, by kind in stats.json's read stage" if other else ""
+    return f"{n:,} records in ({read['out']:,} documents{skipped})"
 
 
 def check_invariant(stats: dict[str, Any]) -> str | None:
@@ -163,3 +180,28 @@ def token_stats(fs: fsspec.AbstractFileSystem, root: str, shards: list[dict[str,
                     by_lang[row["lang"]] += int(row[f"{column}_sum"] or 0)
     return {"total": total, "documents": documents, "by_lang": dict(sorted(by_lang.items(), key=lambda kv: -kv[1])),
             "by_tier": dict(sorted(by_tier.items()))}
+
+
+def timing_stats(steps: list, started: float, ended: float, driver_cpu: float) -> dict[str, Any]:
+    """stats.json's `timing`: where the run's wall time went, for stragglers and serial steps (the
+    report's timeline, bench/bench_scaling.py's model of more workers).
+    - `wall_s`: the run, from the start of `run` to stats.json; `driver_cpu_s`: the driver's own CPU;
+    - `steps`: every batch of tasks in the order it ran (a phase, a global op's step, publish), its
+      `start_s` and `wall_s` (from the run's start), `tasks` and `cpu_s` (the sum of its tasks');
+    - `tasks`: for each step by name, a list in task order of each task's `task` number, `start_s`,
+      `wall_s`, `cpu_s` (its worker's process tree, children included) and `worker` (host:pid).
+    Tasks finished by an earlier attempt of a resumed run are not listed (they did not run in this one).
+    `steps` are Scheduler.timings (engine/submit.py)."""
+    out: dict[str, Any] = {"wall_s": round(ended - started, 3), "driver_cpu_s": round(driver_cpu, 3),
+                           "steps": [], "tasks": {}}
+    for step in steps:
+        name, k = step.name, 2
+        while name in out["tasks"]:  # a step run more than once (rounds of components): numbered
+            name, k = f"{step.name} ({k})", k + 1
+        tasks = [{"task": step.ids[i], "start_s": round(t[0] - started, 3), "wall_s": round(t[1], 4),
+                  "cpu_s": round(t[2], 4), "worker": t[3]} for i, t in sorted(step.tasks.items())]
+        out["tasks"][name] = tasks
+        out["steps"].append({"name": name, "start_s": round(step.started - started, 3),
+                             "wall_s": round(max(step.ended, step.started) - step.started, 3), "tasks": len(tasks),
+                             "cpu_s": round(sum(t["cpu_s"] for t in tasks), 3)})
+    return out

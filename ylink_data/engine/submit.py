@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ylink_data.core.cputime import tree_cpu_seconds
 from ylink_data.core.errors import ConfigError, YlinkError
 from ylink_data.engine.config import RayConfig
 from ylink_data.engine.executors.base import RESUME_HINT, Executor, executor_class, local_cpus
@@ -45,6 +49,40 @@ class TaskCounter:
             sys.stderr.write(f"ylink: {FAIL_AFTER_ENV}={self._fail_after} reached: stopping abruptly\n")
             sys.stderr.flush()
             os._exit(FAIL_EXIT_CODE)
+
+
+def timed(fn: Callable, *args: Any) -> tuple[Any, tuple[float, float, float, str]]:
+    """`fn(*args)` where the task runs, with its timing: (result, (start, wall, cpu, worker)), start
+    as a Unix time (the machines of a cluster keep their clocks in step), wall and CPU in seconds
+    (CPU of the worker's process tree: its extractor or reader child's work counts), worker the
+    host and process id. Every executor runs tasks through it (`Scheduler.run`)."""
+    start, cpu, clock = time.time(), tree_cpu_seconds(), time.perf_counter()
+    result = fn(*args)
+    return result, (start, time.perf_counter() - clock, tree_cpu_seconds() - cpu, f"{_HOST}:{os.getpid()}")
+
+
+_HOST = socket.gethostname()
+
+
+@dataclass
+class StepTiming:
+    """One batch the scheduler ran: its name, when it started and ended (Unix times, the driver's
+    clock), and each task's (start, wall, cpu, worker) in the batch's task order (`ids`: the task
+    numbers, when the batch is some of a phase's tasks)."""
+
+    name: str
+    started: float
+    ended: float = 0.0
+    ids: list[int] = field(default_factory=list)
+    tasks: dict[int, tuple[float, float, float, str]] = field(default_factory=dict)
+
+
+def longest_first(costs: Sequence[float]) -> list[int]:
+    """The order tasks are handed out in: by estimated cost, largest first (ties in task order), so
+    that the long tasks start while every worker is free and the short ones fill the end of the
+    batch (LPT list scheduling). Only the order changes: what each task writes is named by its
+    number, never by when it ran."""
+    return sorted(range(len(costs)), key=lambda i: -costs[i])
 
 
 def where_to_run(cfg: RayConfig, tasks: int) -> Where:
@@ -84,6 +122,7 @@ class Scheduler:
         self._on_notice = on_notice
         self._executors: dict[str, Executor] = {}
         self._started: set[str] = set()
+        self.timings: list[StepTiming] = []  # every batch run, in order (stats.json's `timing`)
 
     def where(self, tasks: int) -> Where:
         """Where a batch of `tasks` runs; its executor is started (Ray joined) when this returns."""
@@ -113,19 +152,29 @@ class Scheduler:
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
             describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT,
-            lone_to_workers: bool = False) -> None:
+            lone_to_workers: bool = False, step: str | None = None, ids: Sequence[int] | None = None,
+            costs: Sequence[float] | None = None) -> None:
         """`fn(*args)` for each args (where `where`, else `self.where`); `on_done(i, result)` as each
         finishes, in this thread. `lone_to_workers`: a batch of one task goes to the worker processes
-        when they are already running (a global phase's: they have loaded what its op preloads)."""
+        when they are already running (a global phase's: they have loaded what its op preloads).
+        `costs`: each task's estimated cost, to hand the tasks out longest first (`longest_first`).
+        Each task's timing is kept in `timings` under `step` (`ids`: the tasks' numbers)."""
         where = where or self.where(len(args_list))
         workers = self._executors.get("processes")
         if where == "here" and lone_to_workers and workers is not None and workers.warm and self.cfg.execution == "auto":
             where = "processes"
-        results = self.executor(where).map(fn, args_list, lambda i, exc: _one_line(describe(i), exc, resume_hint))
+        order = longest_first(costs) if costs is not None else list(range(len(args_list)))
+        timing = StepTiming(step or fn.__name__, time.time(), ids=list(ids) if ids is not None else list(range(len(args_list))))
+        self.timings.append(timing)
+        results = self.executor(where).map(timed, [(fn, *args_list[i]) for i in order],
+                                           lambda k, exc: _one_line(describe(order[k]), exc, resume_hint))
         with contextlib.closing(results):  # a failure in on_done stops the batch's other tasks too
-            for i, result in results:
+            for k, (result, times) in results:
+                i = order[k]
+                timing.tasks[i] = times
                 on_done(i, result)
                 self.counter.completed_one()
+        timing.ended = time.time()
 
     def warm_up(self) -> None:
         """Start now what batches of many tasks will run on, before the driver plans or writes

@@ -19,13 +19,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ylink_data.engine.config import PipelineConfig
+from ylink_data.engine.files_read import Expected, checked_load
 from ylink_data.engine import executors
 from ylink_data.core.errors import InputError, YlinkError
-from ylink_data.core.storage import atomic_write, read_json, write_json
+from ylink_data.core.storage import HashingWriter, atomic_write, read_json, write_json
 from ylink_data.io.parquet import ParquetFileWriter, RollingParquetWriter
 from ylink_data.io.readers import Bad, Record, Skip, Split, open_split, read_split
-from ylink_data.io.readers.base import describe_error
+from ylink_data.io.readers.base import describe_error, is_io_failure
+from ylink_data.core.file_errors import file_problem
 from ylink_data.core.redaction import redact_url
+from ylink_data.core.startup import startup, startup_seconds
 from ylink_data.core.schema import DOCUMENT_SCHEMA, INTERNAL_PREFIX, document_id
 from ylink_data.ops import GlobalOp, MapOp, build_op, op_class
 from ylink_data.ops.context import OpContext, no_storage_options
@@ -33,7 +36,7 @@ from ylink_data.engine.executors.ray import assigned_cpus
 from ylink_data.ops.workspace import read_decisions
 from ylink_data.io.layout import RunLayout
 from ylink_data.engine.plan import Phase, StageRef
-from ylink_data.engine.stats import TaskStats
+from ylink_data.engine.stats import StageStats, TaskStats
 
 BATCH_DOCS = 2048
 BATCH_TEXT_BYTES = 8 * 1024 * 1024
@@ -53,28 +56,40 @@ class TaskSpec:
     # Phase 0 with input.sample: the (priority, id) of the last document kept (`sample_priority`);
     # documents above it are dropped as `not_sampled`. None: every document is read on.
     sample_cut: tuple[int, str] | None = None
+    # What the files the ops read must be, as the driver fingerprinted them (engine/files_read.py)
+    files_read: Expected = field(default_factory=dict)
 
 
 # The `metadata` column's JSON: json.dumps(..., ensure_ascii=False, default=str), with the encoder
 # made once (json.dumps makes one per call when given options: 4 us of a document's 25 in phase 0).
 _METADATA_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 
-# Ops are built once per worker process and reused by every task it runs (models load once).
+# Ops are built once per worker process and reused by every task it runs (models load once), as long
+# as the files they read are the same (a run after a model changed loads it again).
 _OPS: dict[str, Any] = {}
 
 
-def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = None):
-    key = json.dumps([name, params], sort_keys=True, default=str)
+def cached_op(name: str, params: dict[str, Any], cfg: PipelineConfig | None = None, stage: int = 0,
+              expected: Expected | None = None):
+    """The op of stage `stage` (1 + its position in `stages`), built and set up once per process;
+    in a run (`expected`: the driver's digests of the files ops read), only once the files it reads
+    are checked to be those (`checked_load`)."""
+    expected = {k: v for k, v in (expected or {}).items() if k.startswith(f"stages[{stage - 1}].{name}.")}
+    key = json.dumps([name, params, expected], sort_keys=True, default=str)
     if key not in _OPS:
-        op = build_op(name, params)
-        op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
-                           task_cpus=assigned_cpus()))
-        _OPS[key] = op
+        def load():
+            with startup():
+                op = build_op(name, params)
+                op.setup(OpContext(storage_options=cfg.storage_options if cfg is not None else no_storage_options,
+                                   task_cpus=assigned_cpus()))
+            return op
+        _OPS[key] = checked_load(cfg, stage - 1, name, params, expected, load) if expected else load()
     return _OPS[key]
 
 
 class TaskOutput:
-    """Everything a task writes besides its marker."""
+    """Everything a task writes besides its marker: its parts, and the files it makes for the run
+    folder's rejected/ and quarantine/, staged in _work/ (`RunLayout.staged`) until publish."""
 
     def __init__(self, layout: RunLayout, spec: TaskSpec):
         self.layout, self.spec = layout, spec
@@ -90,13 +105,13 @@ class TaskOutput:
         self.rejected: dict[int, ParquetFileWriter] = {}
         self.quarantined = 0
         self._quarantine = contextlib.ExitStack()
-        self._quarantine_file: Any = None
+        self._quarantine_file: HashingWriter | None = None
 
     def quarantine(self, entry: dict[str, Any]) -> None:
-        """Streamed to quarantine/ as it comes, so a file of bad records costs no memory."""
+        """Streamed to its file as it comes, so a file of bad records costs no memory."""
         if self._quarantine_file is None:
-            path = self.layout.quarantine(self.spec.phase.index, self.spec.task)
-            self._quarantine_file = self._quarantine.enter_context(atomic_write(self.layout.fs, path))
+            path = self.layout.staged(self.spec.phase.index, self.layout.quarantine(self.spec.phase.index, self.spec.task))
+            self._quarantine_file = HashingWriter(self._quarantine.enter_context(atomic_write(self.layout.fs, path)))
         entry = self.spec.cfg.redact(entry)  # an error may quote a URL or a credential
         self._quarantine_file.write(json.dumps(entry, ensure_ascii=False).encode() + b"\n")
         self.quarantined += 1
@@ -107,7 +122,8 @@ class TaskOutput:
         table = table.drop_columns([c for c in table.column_names if c.startswith(INTERNAL_PREFIX)])
         table = table.append_column("reason", pa.array(reasons, pa.string()))
         if stage not in self.rejected:
-            path = self.layout.rejected(self.spec.phase.index, self.spec.task, stage)
+            path = self.layout.staged(self.spec.phase.index,
+                                      self.layout.rejected(self.spec.phase.index, self.spec.task, stage))
             self.rejected[stage] = ParquetFileWriter(self.layout.fs, path, self.spec.cfg.output.compression)
         self.rejected[stage].write(table)
 
@@ -122,12 +138,21 @@ class TaskOutput:
         for tier, writer in self.kept.items():
             writer.write(table.filter(pc.equal(column, tier)))
 
-    def close(self) -> tuple[list[dict[str, Any]], list[str]]:
+    def close(self) -> dict[str, list[dict[str, Any]]]:
+        """The marker's lists: "parts", and "rejected" and "quarantine", the entries of the files
+        the task made for those folders ({"path" in the run folder, "rows", "bytes", "sha256"})."""
+        phase, task = self.spec.phase.index, self.spec.task
         parts = [{**p.to_json(), **({"tier": tier} if tier else {})}
                  for tier, w in self.kept.items() for p in w.close()]
-        rejected = [w.close().path for _, w in sorted(self.rejected.items())]
+        rejected = [{**w.close().to_json(), "path": self.layout.rejected(phase, task, stage)}
+                    for stage, w in sorted(self.rejected.items())]
         self._quarantine.close()
-        return parts, rejected
+        quarantine = []
+        if self._quarantine_file is not None:
+            out = self._quarantine_file
+            quarantine.append({"path": self.layout.quarantine(phase, task), "rows": self.quarantined,
+                               "bytes": out.bytes, "sha256": out.sha256.hexdigest()})
+        return {"parts": parts, "rejected": rejected, "quarantine": quarantine}
 
     def abort(self) -> None:
         self._quarantine.__exit__(RuntimeError, RuntimeError("aborted"), None)
@@ -135,32 +160,65 @@ class TaskOutput:
             w.abort()
 
 
+def current_marker(marker: dict[str, Any]) -> bool:
+    """Whether a task's marker is one this ylink writes (it lists the task's quarantine file): an
+    older one's task runs again, as its rejected/ and quarantine/ files were not staged."""
+    return isinstance(marker.get("quarantine"), list)
+
+
 def execute_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one task to completion and return (and persist) its completion marker."""
     _crash_if_asked(spec)
     layout = RunLayout.for_url(spec.cfg.output.path, spec.cfg.storage_options(spec.cfg.output.path))
+    with layout.writing():
+        return _execute(spec, layout)
+
+
+def _execute(spec: TaskSpec, layout: RunLayout) -> dict[str, Any]:
     stats = TaskStats()
     out = TaskOutput(layout, spec)
     phase = spec.phase
-    ops = [(idx, name, cached_op(name, params, spec.cfg)) for idx, name, params in phase.ops]
-    keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg) if phase.outgoing else None
+    ops = [(idx, name, _set_up(stats, idx, name, params, spec)) for idx, name, params in phase.ops]
+    keyer = cached_op(phase.outgoing[1], phase.outgoing[2], spec.cfg, phase.outgoing[0], spec.files_read) \
+        if phase.outgoing else None
+    reads: list[dict[str, Any]] = []  # phase 0: what each split read was (io/input_versions.py)
     try:
-        stream = _read_input(spec, stats, out) if phase.index == 0 else _read_parts(spec, layout, stats, out)
+        stream = _read_input(spec, stats, out, reads) if phase.index == 0 else _read_parts(spec, layout, stats, out)
         for idx, name, op in ops:  # batches flow through the ops lazily, one at a time
             stream = _applied(op, idx, name, stream, stats, out)
         for table in stream:
             if table.num_rows and keyer is not None:
                 table = _add_keys(keyer, phase.outgoing, table)
             out.write(table)
-        parts, rejected = out.close()
+        files = out.close()
     except BaseException:
         out.abort()
         raise
-    marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(),
-              "parts": parts, "rejected": rejected,
-              "quarantined": out.quarantined}
+    marker = {"phase": phase.index, "task": spec.task, "stats": stats.to_json(), **files,
+              "quarantined": out.quarantined, **({"inputs": reads} if phase.index == 0 else {})}
     write_json(layout.fs, layout.task_marker(phase.index, spec.task), marker)
     return marker
+
+
+def _set_up(stats: TaskStats, idx: int, name: str, params: dict[str, Any], spec: TaskSpec):
+    """The stage's op (`cached_op`), the time its setup took in this worker counted as the stage's start-up."""
+    before = startup_seconds()
+    op = cached_op(name, params, spec.cfg, idx, spec.files_read)
+    if startup_seconds() > before:
+        stats.stage(idx, name).startup_seconds += startup_seconds() - before
+    return op
+
+
+def _now() -> tuple[float, float]:
+    return time.perf_counter(), startup_seconds()
+
+
+def _charge(stage: StageStats, started: tuple[float, float]) -> None:
+    """The time since `started` (`_now()`) to the stage: one-time start-up work done meanwhile
+    (`core/startup.py`) to its `startup_seconds`, the rest to its `seconds`."""
+    once = startup_seconds() - started[1]
+    stage.startup_seconds += once
+    stage.seconds += time.perf_counter() - started[0] - once
 
 
 def _crash_if_asked(spec: TaskSpec) -> None:
@@ -184,8 +242,10 @@ def _crash_if_asked(spec: TaskSpec) -> None:
 # ----------------------------------------------------------------------------- sources
 
 
-def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[pa.Table]:
-    """Phase 0: records of the task's splits, as batches of the document schema."""
+def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput,
+                reads: list[dict[str, Any]]) -> Iterator[pa.Table]:
+    """Phase 0: records of the task's splits, as batches of the document schema; what was read of each
+    split is appended to `reads`."""
     read = stats.stage(0, "read")
     cut, seed = spec.sample_cut, spec.cfg.input.sample_seed
     cols: dict[str, list] = {name: [] for name in DOCUMENT_SCHEMA.names}
@@ -194,13 +254,13 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
         size = split_bytes(split)
         stats.input_bytes += size
         read.bytes_in += size
-        started = time.perf_counter()
+        started = _now()
         # The `source` column, the quarantine and the ids name the file without the credentials
         # its URL may carry (user:password@, sig=...). A URL without any is kept as it is, and so
         # are the ids made from it; URLs that differ only in credentials name one file, which
         # the input list holds once (expand_paths), so ids stay unique.
         source = redact_url(split.url)
-        for item in _split_items(spec, split):
+        for item in _split_items(spec, split, reads):
             # every item is one record in, kept, dropped or quarantined: the read stage's books
             # balance as every other stage's (an unreadable record is counted in, then quarantined)
             stats.input_records += 1
@@ -222,11 +282,11 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                 cols["metadata"].append(_METADATA_JSON.encode(item.metadata) if item.metadata else None)
                 text_bytes += len(item.text)
                 if len(cols["id"]) >= BATCH_DOCS or text_bytes >= BATCH_TEXT_BYTES:
-                    read.seconds += time.perf_counter() - started
+                    _charge(read, started)
                     table = _document_table(cols)
                     read.bytes_out += text_bytes_of(table)
                     yield table
-                    started = time.perf_counter()
+                    started = _now()
                     cols = {name: [] for name in DOCUMENT_SCHEMA.names}
                     text_bytes = 0
             elif isinstance(item, Skip):
@@ -235,7 +295,7 @@ def _read_input(spec: TaskSpec, stats: TaskStats, out: TaskOutput) -> Iterator[p
                 read.quarantined += 1
                 out.quarantine({"file": source, "offset": item.offset, "stage": "read",
                                 "reason": item.reason, "error": item.error})
-        read.seconds += time.perf_counter() - started
+        _charge(read, started)
     if cols["id"]:
         table = _document_table(cols)
         read.bytes_out += text_bytes_of(table)
@@ -265,32 +325,35 @@ def sample_scan(spec: TaskSpec) -> dict[str, Any]:
     no documents), the number of documents, and the bytes read. The driver merges the tasks' lists."""
     n, seed = spec.cfg.input.sample, spec.cfg.input.sample_seed
     counted = {"documents": 0, "bytes": 0}
+    reads: list[dict[str, Any]] = []
 
     def keys() -> Iterator[tuple[int, str]]:
         for split in spec.splits:
             counted["bytes"] += split_bytes(split)
             source = redact_url(split.url)
-            for item in _split_items(spec, split):
+            for item in _split_items(spec, split, reads):
                 if isinstance(item, Record):
                     counted["documents"] += 1
                     doc_id = document_id(source, item.offset)
                     yield sample_priority(seed, doc_id), doc_id
 
     lowest = heapq.nsmallest(n, keys())  # streams: holds n keys, not the task's documents
-    return {"lowest": [list(key) for key in lowest], **counted}
+    return {"lowest": [list(key) for key in lowest], **counted, "inputs": reads}
 
 
-def _split_items(spec: TaskSpec, split: Split) -> Iterator[Record | Skip | Bad]:
+def _split_items(spec: TaskSpec, split: Split, reads: list[dict[str, Any]]) -> Iterator[Record | Skip | Bad]:
     """The split's items. Bad records are items; an error that escapes the reader fails the task,
-    naming the file it came from (a task reads many small files: its own name says too little)."""
+    naming the file it came from (a task reads many small files: its own name says too little). The
+    file is checked to be the version the plan listed, before and after (`open_split`)."""
     inline = executors.get(spec.inline.get(split.url))  # put by the driver's executor
     try:
-        with open_split(split, spec.cfg.storage_options(split.url), inline) as f:
+        with open_split(split, spec.cfg.storage_options(split.url), inline, reads) as f:
             yield from read_split(split, f, spec.cfg.input)
     except YlinkError:
         raise
     except Exception as exc:
-        raise InputError(f"reading {split.describe()} failed: {describe_error(exc)}") from exc
+        cause = file_problem(exc, split.url) if is_io_failure(exc) else describe_error(exc)
+        raise InputError(f"reading {split.describe()} failed: {cause}") from exc
 
 
 def text_bytes_of(table: pa.Table) -> int:
@@ -313,7 +376,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
     stage = stats.stage(idx, name)
     # Only an op that counts something here is built (quality_classifier's would load its models).
     counts = op_class(name).decision_breakdowns is not GlobalOp.decision_breakdowns
-    op = cached_op(name, params, spec.cfg) if counts else None
+    op = cached_op(name, params, spec.cfg, idx, spec.files_read) if counts else None
     decisions = read_decisions(layout.fs, spec.decisions, spec.task)
     row = 0
     for path in spec.parts:
@@ -322,7 +385,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
             # the global op's keys (internal columns) are not read: they can be large (shingle sets)
             columns = [c for c in pf.schema_arrow.names if not c.startswith(INTERNAL_PREFIX)]
             for batch in pf.iter_batches(batch_size=BATCH_DOCS, columns=columns):
-                started = time.perf_counter()
+                started = _now()
                 table = pa.Table.from_batches([batch])
                 n = table.num_rows
                 rows = range(row, row + n)
@@ -347,7 +410,7 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
                     table = table.filter(keep)
                 stage.docs_out += table.num_rows
                 stage.bytes_out += text_bytes_of(table)
-                stage.seconds += time.perf_counter() - started
+                _charge(stage, started)
                 if table.num_rows:
                     yield table
 
@@ -366,7 +429,7 @@ ERROR_REASONS = {"timeout": "timeout", "unusable_response": "unusable_response",
 
 def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:
     stage = stats.stage(idx, name)
-    started = time.perf_counter()
+    started = _now()
     stage.bytes_in += text_bytes_of(table)
     n_in = table.num_rows
     result = op.process(table)
@@ -401,7 +464,7 @@ def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, ou
         table = table.filter(pa.array(keep))
     stage.docs_out += table.num_rows
     stage.bytes_out += text_bytes_of(table)
-    stage.seconds += time.perf_counter() - started
+    _charge(stage, started)
     return table
 
 

@@ -28,7 +28,7 @@ from contextlib import closing
 from multiprocessing.connection import wait  # poll(2): no limit of 1,024 file descriptors
 from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
-from ylink_data.core.pipes import receive, send, serve_stdio, start_child
+from ylink_data.core.pipes import close_pipes, receive, send, serve_stdio, start_child
 
 MAX_RETRIES = 3  # as the Ray tasks' max_retries (executors/ray): retried on worker loss, never on bugs
 _WORKER_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -88,11 +88,7 @@ class _Worker:
 
     def close(self, kill: bool = False) -> None:
         """End the worker: kill it, or close its pipes (EOF ends an idle worker) and wait."""
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except OSError:  # the worker died with data in the pipe
-                pass
+        close_pipes(self.proc)
         if kill:
             self.proc.kill()
         try:

@@ -53,7 +53,7 @@ def load_flow(path: str, overrides: list[str] | None = None) -> Flow:
     source = str(path)
     raw = read_yaml(Path(path))
     base_dir = Path(path).resolve().parent
-    for key, value in parse_overrides(overrides):
+    for key, value in parse_overrides(overrides, source):
         set_dotted(raw, key, value, source)
     extra = sorted(set(raw) - {"name", "steps"})
     problems: list[str] = [f"{k}: not a key of a flow (a flow has name and steps; a pipeline has no steps)"

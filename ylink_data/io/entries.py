@@ -20,6 +20,7 @@ import stat
 from dataclasses import dataclass
 
 from ylink_data.core.errors import InputError
+from ylink_data.core.file_errors import entry_kind
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,12 @@ class Skipped:
     path: str
     why: str  # "a FIFO (named pipe)"
 
+    def what(self) -> str:
+        """What the entry is: "a FIFO (named pipe)", "a symlink to a character device (/dev/zero)"."""
+        return f"a symlink to {self.why} ({os.readlink(self.path)})" if os.path.islink(self.path) else self.why
+
     def line(self) -> str:
-        what = f"a symlink to {self.why} ({os.readlink(self.path)})" if os.path.islink(self.path) else self.why
+        what = self.what()
         hint = " (a folder's listing does not follow it; name it in input.paths to read it)" if "folder" in what else ""
         return f"skipped {shown_name(self.path)}: it is {what}, not a file{hint}"
 
@@ -57,11 +62,7 @@ def classify(path: str) -> Skipped | None:
         if not os.access(path, os.R_OK):
             raise InputError(f"no permission to read {path}")
         return None
-    return Skipped(path, _KINDS.get(stat.S_IFMT(mode), "not a regular file"))
-
-
-_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}
+    return Skipped(path, entry_kind(mode))
 
 
 def shown_name(path: str) -> str:

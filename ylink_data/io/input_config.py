@@ -27,6 +27,8 @@ class InputConfig(Strict):
     # a URL line (http, s3...) names one file, taken as listed without a request per line at planning
     # (a dump lists ~90k files): a missing one fails when its task reads it. The list is read as a
     # stream (io/path_list.py); its lines are the run's input files, so a changed list is another run.
+    # A local list must be a regular file (not a FIFO, a device, a folder); lines of at most 64 KiB,
+    # 256 MiB of list in all.
     paths_from: Annotated[str, not_blank("a path list file or URL")] | None = None
     # Joined to the list's relative lines (not starting with / nor a scheme): a URL prefix such as
     # https://data.commoncrawl.org/ or s3://commoncrawl/, or a local folder. null: relative lines are
@@ -44,7 +46,7 @@ class InputConfig(Strict):
     chat: bool = False
     # Files larger than this are split into several tasks where the format allows it (uncompressed
     # JSONL and WARC by byte range, Parquet by row group, .warc.gz by gzip member), and small files
-    # are packed into tasks of about this size. null: sized from the input, about 16 tasks of 8 to
+    # are packed into tasks of about this size. null: sized from the input, about 64 tasks of 2 to
     # 256 MiB each (io/readers/__init__.py, task_bytes), so that every core has work to the end.
     split_bytes: int | None = Field(None, gt=0)
     # A record (WARC record, JSONL line, text/HTML file) above this size is quarantined, not read.
@@ -70,6 +72,15 @@ class InputConfig(Strict):
     # A PDF stream that decodes past it, or whose filters cannot be decoded a piece at a time, is
     # `too_large` too (io/readers/pdf_filters.py): PDFium decodes a stream whole.
     max_unpacked_bytes: int = Field(64 * MiB, gt=0)
+    # The memory a document file may take in its reader child beyond the child's own (~130 MB, the
+    # readers loaded): the child's address space is bounded to that (RLIMIT_AS, core/memory.py), so
+    # an allocation past it fails, whatever makes it (Python, PDFium, lxml), and the file is
+    # quarantined as `too_large`, the run going on. The checks above are the fast path; this bounds
+    # what they cannot see (a 600 KB PDF whose stream they could not find took the reader to 4 GB).
+    # 2 GiB: twice the most max_unpacked_bytes lets a DOCX or PPTX parse into (1 GiB, above); the
+    # bundled documents take a few MB. One child per worker: a machine needs this much per CPU only
+    # when every worker reads such a file at once.
+    max_document_memory_bytes: int = Field(2048 * MiB, gt=0)
     # Read on only a uniform random sample of this many documents of the input (null: all of them),
     # to try a pipeline on a slice of a large corpus: exactly min(sample, documents) documents, drawn
     # without replacement, the same ones for the same sample_seed however the input is split into

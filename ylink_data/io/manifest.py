@@ -2,7 +2,8 @@
 (`Manifest.from_dict`, `read_manifest`) here only.
 
     {"version": 1, "name": ..., "fingerprint": ..., "rows": N, "shards": [...], "created": ...,
-     "ylink_version": ..., <one section per sink: "megatron", "sft", "preference", "prompts">,
+     "ylink_version": ..., "rejected": {"rows": N, "files": [...]}, "quarantine": {...} (a run's,
+     `TASK_FILES`), <one section per sink: "megatron", "sft", "preference", "prompts">,
      "export": {...} (`ylink export megatron`), "tier": ... (a tier folder's), "tiers": {...}}
 
 The keys come in that order (their order is part of the file's bytes, which runs of every ylink
@@ -25,7 +26,8 @@ from typing import Any
 import fsspec
 
 from ylink_data.core.storage import filesystem, full_url, is_local, join, write_json
-from ylink_data.io.run_files import ManifestError, RunFile, ShardRef, json_type  # noqa: F401 -- readers of a manifest import these from here
+from ylink_data.io.run_files import (ManifestError, RunFile, ShardRef, check_files,  # noqa: F401 -- readers of a manifest import these from here
+                                     json_type, listed_entries)
 from ylink_data.io.sinks import SINKS
 from ylink_data.io.sinks.base import Listed
 from ylink_data.io.sinks.megatron import ListedPairs, MegatronPair  # noqa: F401 -- as above
@@ -36,6 +38,11 @@ VERSIONS = (FORMAT_VERSION,)  # the manifest versions this code reads
 SHARDS = "shards"         # the Parquet sink's section: the kept documents
 _HEAD = ("name", "fingerprint", "rows")         # after "version", before "shards"
 _AFTER_SHARDS = ("created", "ylink_version")    # then the sinks' sections
+# The files a run's tasks make beside its shards, published with them (engine/publish.py) and listed
+# as a sink's files are, {"rows": N, "files": [{"path", "rows", "bytes", "sha256"}, ...]}: the
+# documents its stages dropped (keep_rejected) and the records it could not read or process. A
+# manifest of an older ylink has neither (`RunManifest.lists_task_files`).
+TASK_FILES = ("rejected", "quarantine")
 _TAIL = ("export", "tier", "tiers")             # after them
 
 
@@ -54,6 +61,7 @@ class Manifest:
     export: dict[str, Any] | None = None  # `ylink export megatron`: what the pairs were made of
     tier: str | None = None
     tiers: dict[str, Any] | None = None   # a tiered run's: {tier: {"path", "rows"}}
+    task_files: dict[str, Any] = field(default_factory=dict)  # TASK_FILES' sections, by name
     extra: dict[str, Any] = field(default_factory=dict)  # keys of another ylink, kept as read
     version: int = FORMAT_VERSION
 
@@ -66,6 +74,7 @@ class Manifest:
         out |= {key: getattr(self, key) for key in _HEAD if getattr(self, key) is not None}
         out[SHARDS] = self.shards
         out |= {key: getattr(self, key) for key in _AFTER_SHARDS if getattr(self, key) is not None}
+        out |= {name: self.task_files[name] for name in TASK_FILES if name in self.task_files}
         out |= {name: self.sections[name] for name in SINKS if name != SHARDS and name in self.sections}
         out |= {key: getattr(self, key) for key in _TAIL if getattr(self, key) is not None}
         return out | self.extra
@@ -85,16 +94,20 @@ class Manifest:
         if not isinstance(entries, list):
             said = "has no 'shards'" if SHARDS not in data else f"'shards' is a JSON {json_type(entries)}"
             raise ManifestError(f"{where} {said}, not a list of shards")
-        known = {"version", *_HEAD, *_AFTER_SHARDS, *_TAIL, *SINKS}
+        known = {"version", *_HEAD, *_AFTER_SHARDS, *_TAIL, *SINKS, *TASK_FILES}
         return cls(**{key: data.get(key) for key in (*_HEAD, *_AFTER_SHARDS, *_TAIL)},
                    sections={name: data[name] for name in SINKS if name in data},
+                   task_files={name: data[name] for name in TASK_FILES if name in data},
                    extra={k: v for k, v in data.items() if k not in known}, version=version)
 
     def listed_files(self) -> list[dict[str, Any]]:
         """The {"path", "bytes", ...} entries of every file the manifest lists (shards first, then each
-        sink's), unchecked: for finding the missing ones. A ManifestError when a section is unreadable."""
-        return [entry for name, section in self.sections.items() if section is not None
-                for entry in SINKS[name].listed(section, f"the manifest's {name}")]
+        sink's, then rejected/ and quarantine/), unchecked: for finding the missing ones. A
+        ManifestError when a section is unreadable."""
+        return ([entry for name, section in self.sections.items() if section is not None
+                 for entry in SINKS[name].listed(section, f"the manifest's {name}")]
+                + [entry for name, section in self.task_files.items()
+                   for entry in listed_entries(section, f"the manifest's {name}")])
 
 
 def write_manifest(fs: fsspec.AbstractFileSystem, path: str, manifest: Manifest) -> None:
@@ -113,7 +126,13 @@ class RunManifest:
     data: dict[str, Any]
     model: Manifest
     listed: dict[str, Listed] = field(default_factory=dict)
+    task_files: dict[str, list[RunFile]] = field(default_factory=dict)  # rejected/, quarantine/: checked
     raw: bytes = b""
+
+    @property
+    def lists_task_files(self) -> bool:
+        """Whether the manifest lists the run's rejected/ and quarantine/ files (one of this ylink's)."""
+        return all(name in self.task_files for name in TASK_FILES)
 
     @property
     def shards(self) -> list[RunShard]:
@@ -189,7 +208,9 @@ def check_manifest(fs: fsspec.AbstractFileSystem, root: str, where: str, data: A
     seen: dict[str, Any] = {}
     listed = {name: SINKS[name].check(fs, root, where if name == SHARDS else f"{where} {name}", section, seen)
               for name, section in model.sections.items() if section is not None}
-    return RunManifest(url=where, fs=fs, root=root, data=data, model=model, listed=listed)
+    task_files = {name: check_files(fs, root, f"{where} {name}", section, seen)
+                  for name, section in model.task_files.items()}
+    return RunManifest(url=where, fs=fs, root=root, data=data, model=model, listed=listed, task_files=task_files)
 
 
 def run_shards(url: str, storage_options: dict | None = None) -> list[ShardRef]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import fsspec
 
+from ylink_data.core.digest import sha256_of
 from ylink_data.core.errors import YlinkError
 from ylink_data.core.storage import full_url, is_local, join
 
@@ -64,6 +65,35 @@ def check_file(fs: fsspec.AbstractFileSystem, root: str, what: str, entry: Any) 
         said = "no 'sha256'" if "sha256" not in entry else f"sha256 {digest!r} is not 64 hex digits"
         raise ManifestError(f"{what}: {said}, so the file cannot be verified; refusing it")
     return RunFile(path, ShardRef(url=full_url(fs, join(root, path)), sha256=digest.lower(), size=size))
+
+
+def check_files(fs: fsspec.AbstractFileSystem, root: str, what: str, section: Any, seen: dict[str, Any]) -> list[RunFile]:
+    """A section {"files": [{"path", "bytes", "sha256"}, ...], ...} (a JSONL sink's, rejected/,
+    quarantine/): every file checked as a shard is, and listed once (`seen`)."""
+    if not isinstance(section, dict) or not isinstance(section.get("files"), list):
+        raise ManifestError(f"{what}: not an object with a 'files' list; refusing the run")
+    return [check_listed_once(check_file(fs, root, f"{what} file {index}", entry), f"{what} file {index}", seen)
+            for index, entry in enumerate(section["files"])]
+
+
+def damaged(url: str, what: str) -> str:
+    """The one line for a file of a finished run that is not what its manifest lists."""
+    return f"{url}: {what}: the run was damaged after it was written; rerun that run, or copy it again"
+
+
+def verify(fs: fsspec.AbstractFileSystem, path: str, ref: ShardRef) -> None:
+    """The file at `path` is the one its manifest's entry (`ref`) vouches for, as a pipeline checks a
+    run's shard before reading it: its size, then its sha256; else a ManifestError in one line."""
+    try:
+        size = fs.size(path)
+    except FileNotFoundError:
+        raise ManifestError(damaged(ref.url, "listed in its run's manifest.json but missing")) from None
+    if size != ref.size:
+        raise ManifestError(damaged(ref.url, f"{size} bytes, not the {ref.size} its run's manifest.json lists"))
+    digest = sha256_of(fs, path)
+    if digest != ref.sha256:
+        raise ManifestError(damaged(ref.url, f"its sha256 is not the one its run's manifest.json lists "
+                                             f"({digest[:12]}... vs {ref.sha256[:12]}...)"))
 
 
 def check_listed_once(file: RunFile, what: str, seen: dict[str, Any]) -> RunFile:

@@ -111,7 +111,7 @@ def _run_texts(path: str, options: dict[str, Any]) -> Iterator[tuple[str, str]]:
     run = open_run(path, options)
     for shard in run.shard_paths:
         row = 0
-        with run.fs.open(shard, "rb") as f:
+        with run.open(shard) as f:
             for batch in pq.ParquetFile(f).iter_batches(batch_size=RUN_BATCH_ROWS, columns=["text"]):
                 for text in batch.column(0).to_pylist():
                     if text is not None:

@@ -13,7 +13,8 @@ import uuid
 from typing import Any
 
 from ylink_data.core.errors import OutputError, YlinkError
-from ylink_data.core.storage import filesystem, is_local, join, output_error
+from ylink_data.core.file_errors import not_a_folder, unreachable
+from ylink_data.core.storage import WRITE_PROBE, filesystem, is_local, join, output_error
 from ylink_data.io.readers.base import describe_error
 
 FIX = ("check the credentials (storage: or the environment), the endpoint and that the bucket exists, "
@@ -22,6 +23,11 @@ FIX = ("check the credentials (storage: or the environment), the endpoint and th
 
 def unwritable(exc: BaseException, folder: str) -> OutputError:
     """The one line for any failure of a first write into `folder`."""
+    network = unreachable(exc, folder)  # a host that does not resolve or answer: the network's to fix
+    if network is not None:
+        return OutputError(f"{folder} cannot be written: {network}")
+    if isinstance(exc, (NotADirectoryError, FileExistsError)) and not_a_folder(folder):  # a file where a folder must be
+        return OutputError(f"{not_a_folder(folder)}; choose another output.path")
     if isinstance(exc, PermissionError) and "://" in folder:  # a store's 403: whose key it was matters
         return OutputError(f"{folder} is not writable ({describe_error(exc)}); {FIX}")
     known = output_error(exc, folder)  # read-only, not ours, full: their own fixes
@@ -41,12 +47,12 @@ def check_writable(url: str, storage_options: dict[str, Any]) -> None:
         fs, root = filesystem(url, storage_options)
         if is_local(fs):
             parent = os.path.abspath(root)
-            while not os.path.isdir(parent) and os.path.dirname(parent) != parent:
-                parent = os.path.dirname(parent)
-            with tempfile.NamedTemporaryFile(dir=parent, prefix=".ylink-write-check-"):
+            while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+                parent = os.path.dirname(parent)  # a file on the way is NotADirectoryError below
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{WRITE_PROBE}"):
                 pass
         else:
-            probe = join(root, f"_ylink-write-check-{uuid.uuid4().hex}")
+            probe = join(root, f"_{WRITE_PROBE}{uuid.uuid4().hex}")
             fs.pipe_file(probe, b"")
             fs.rm_file(probe)
     except YlinkError:

@@ -146,9 +146,17 @@ class Op:
         return None
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str] | None:
-        """The columns the op adds to every row it keeps (with these parameters). None: not declared."""
+    def columns_added(cls, params: dict[str, Any]) -> list[str] | dict[str, pa.DataType] | None:
+        """The columns the op adds to every row it keeps (with these parameters): their names, or
+        {name: Arrow type} where the op knows the types (a column another op reads as numbers is
+        then checked to hold numbers). None: not declared."""
         return None
+
+    @classmethod
+    def numeric_columns(cls, params: dict[str, Any]) -> list[str]:
+        """The parameter keys, among `columns_read`'s, whose column the op reads as numbers (a score
+        it ranks or compares by): validation refuses a column known to hold anything else."""
+        return []
 
 
 def named_files(key: str, value: Any) -> list[tuple[str, str]]:
@@ -327,8 +335,8 @@ class DocumentSplitter(PerDocumentOp):
         return []
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return list(cls.columns)
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(cls.columns)
 
     def split(self, doc: Document, *arguments: Any) -> list[dict[str, Any]] | str | None:
         raise NotImplementedError

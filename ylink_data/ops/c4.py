@@ -36,23 +36,18 @@ so every Chinese paragraph would be one "word").
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 
 import pyarrow as pa
 from pydantic import NonNegativeInt, PositiveInt
 
 from ylink_data.text.transform import units
+from ylink_data.text.transform.lines import POLICY_PHRASES, content_chars, ends_sentence
 from ylink_data.ops import register
 from ylink_data.ops.base import BatchResult, Document, Language, Seconds
 from ylink_data.ops.gopher import MeasuredOp, Rule
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
-EN_END_PUNCTUATION = (".", "?", "!", '"', "'")  # datatrove's END_PUNCTUATION
-ZH_END_PUNCTUATION = EN_END_PUNCTUATION + ("。", "！", "？", "”", "’", "」", "』", "）", "》", "．")
-ELLIPSES = ("...", "…")
-POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
-                  "use cookies")  # datatrove's POLICY_SUBSTRINGS (from TFDS c4_utils)
 # A sentence ends at . ! ? (repeated), optionally followed by closing quotes/brackets, then a space.
 _EN_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*(?=\s+\S)")  # from a run's start only: linear
 _ZH_SENTENCE = re.compile(r".+?(?:[。！？!?]+[”’」』）)\"']*|$)")
@@ -76,11 +71,6 @@ def sentence_count(line: str, lang: str) -> int:
     if lang == units.CHINESE:
         return len(sentences(line, lang))
     return units.english_sentence_count(line)
-
-
-def content_chars(line: str) -> int:
-    """Characters that are neither whitespace nor punctuation/symbols."""
-    return sum(1 for c in line if not c.isspace() and unicodedata.category(c)[0] not in "PS")
 
 
 @register
@@ -127,8 +117,7 @@ class C4Quality(MeasuredOp):
         count = content_chars(line) if zh else len(line.split())  # datatrove counts before citations go
         if self.remove_citations:
             line = CITATION.sub("", line)
-        if self.filter_no_terminal_punct and (
-                not line.endswith(ZH_END_PUNCTUATION if zh else EN_END_PUNCTUATION) or line.endswith(ELLIPSES)):
+        if self.filter_no_terminal_punct and not ends_sentence(line, zh):
             return "no_terminal_punct", line
         if self.min_words[lang] and count < self.min_words[lang]:
             return "too_few_words", line

@@ -169,8 +169,8 @@ class Decontaminate(MapOp):
         return [("column", params["column"])]
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return list(COLUMNS)
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(COLUMNS)
 
     def __init__(self, benchmarks: Annotated[list[Any], Field(min_length=1)],
                  mode: Literal["drop", "annotate"] = "drop", column: str = "text",

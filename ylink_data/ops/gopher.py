@@ -59,9 +59,9 @@ class MeasuredOp(LanguageAwareOp):
         return []
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
         op = cls(**params)  # the constructor loads nothing; GopherRepetition's columns follow its rules
-        return [f"{op.column_prefix}{key}" for key in op.columns] if op.annotate else []
+        return {f"{op.column_prefix}{key}": dtype for key, dtype in op.columns.items()} if op.annotate else {}
 
     def measure(self, text: str, lang: str) -> dict[str, float]:
         raise NotImplementedError

@@ -72,8 +72,8 @@ class InstructGenerate(LLMOp):
         return []
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return list(COLUMNS)
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(COLUMNS)
 
     def __init__(self, mode: Literal["self_instruct", "evol"] = "self_instruct", count: PositiveInt | None = None,
                  seed: Annotated[int, Field(ge=0, lt=2**63)] = 0, threshold: Fraction = 0.7,

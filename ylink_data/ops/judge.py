@@ -69,6 +69,7 @@ from ylink_data.ops.qa_generate import PROMPTS, load_prompt, prompt_languages
 # rubric: (what it scores, its scale, its prompts configs/prompts/<stem>-<lang>.txt)
 RUBRICS = {"response": ("response", (1.0, 10.0), "judge-pointwise"), "edu": ("document", (0.0, 5.0), "judge-edu")}
 SCORE_COLUMN, REASON_COLUMN = "judge_score", "judge_reason"
+COLUMNS = {SCORE_COLUMN: pa.float64(), REASON_COLUMN: pa.string()}
 PLACEHOLDERS = {  # what a prompt scores: {placeholder: what goes there}
     "response": {"instruction": "the instruction", "response": "the response"},
     "document": {"text": "the document"},
@@ -131,8 +132,8 @@ class Judge(LLMOp):
         return [("instruction_column", params["instruction_column"]), ("response_column", params["response_column"])]
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return [SCORE_COLUMN, REASON_COLUMN]
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(COLUMNS)
 
     def __init__(self, mode: Literal["pointwise", "pairwise"] = "pointwise",
                  rubric: Literal["response", "edu"] | None = None, prompt: str | None = None,
@@ -210,7 +211,7 @@ class Judge(LLMOp):
         dropped = [None if e is not None or s is None or self.min_score is None or s >= self.min_score
                    else f"{self.name}:low_score" for s, e in zip(scores, errors)]
         out = table
-        for name, values, dtype in ((SCORE_COLUMN, scores, pa.float64()), (REASON_COLUMN, reasons, pa.string())):
+        for (name, dtype), values in zip(COLUMNS.items(), (scores, reasons)):
             array = pa.array(values, dtype)
             out = (out.set_column(out.schema.get_field_index(name), name, array) if name in out.column_names
                    else out.append_column(name, array))

@@ -44,7 +44,7 @@ class LangId(MapOp):
 
     @classmethod
     def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return ["lang", "lang_score"]  # the schema's own, filled in
+        return ["lang", "lang_score"]  # the schema's own (and types), filled in
 
     def __init__(self, languages: Strings | None = None, min_score: Fraction = 0.0,
                  prefix_chars: NonNegativeInt = langid.PREFIX_CHARS):

@@ -68,8 +68,12 @@ class PreferencePairs(MapOp):
         return [(key, params[key]) for key in ("score_column", "group_column", "prompt_column", "response_column")]
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return list(COLUMNS)
+    def numeric_columns(cls, params: dict[str, Any]) -> list[str]:
+        return ["score_column"]
+
+    @classmethod
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(COLUMNS)
 
     def __init__(self, min_margin: NonNegativeFloat = 1.0, strategy: Literal["best_vs_worst", "all"] = "best_vs_worst",
                  score_column: str = "judge_score", group_column: str = "instruction_id",

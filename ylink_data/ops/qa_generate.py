@@ -108,8 +108,8 @@ class QAGenerate(LLMOp):
         return []
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return list(COLUMNS)
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(COLUMNS)
 
     def __init__(self, pairs: Annotated[int, Field(ge=1, le=50)] = 3, prompt: str | None = None,
                  min_support: Fraction = 0.5, json_mode: bool = True, llm: LLMOverride | None = None):

@@ -62,8 +62,8 @@ class QualityClassifier(MapOp, GlobalOp):
         return []
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return [params["score_column"]] + ([params["tier_column"]] if params["tiers"] else [])
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return {params["score_column"]: pa.float32(), **({params["tier_column"]: pa.string()} if params["tiers"] else {})}
 
     def __init__(self, model: str | Annotated[dict[str, str], Field(min_length=1)] = "default",
                  score_column: str = "quality_score",

@@ -49,8 +49,8 @@ class Respond(LLMOp):
         return []  # `instruction` and `input`, by no parameter
 
     @classmethod
-    def columns_added(cls, params: dict[str, Any]) -> list[str]:
-        return list(COLUMNS)
+    def columns_added(cls, params: dict[str, Any]) -> dict[str, pa.DataType]:
+        return dict(COLUMNS)
 
     def __init__(self, n: Annotated[int, Field(ge=1, le=64)] = 1, system: str | None = None,
                  llm: LLMOverride | None = None):

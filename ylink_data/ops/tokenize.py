@@ -1,6 +1,6 @@
 """tokenize: token ids for training, from a Hugging Face tokenizer.json.
 
-Adds `token_ids` (list<uint16> when the vocabulary holds at most 65,536 tokens, else list<uint32>)
+Adds `token_ids` (list<uint16> when the tokenizer's largest id is at most 65,535, else list<uint32>)
 and `num_tokens` (int32). Each document's ids are exactly `Tokenizer.encode(text).ids`, followed by
 the end-of-document id (`append_eod`, default on: `<|endoftext|>` or the first end token the
 vocabulary has, or `eod_token`), of the tokenizer without the padding and truncation an inference

@@ -26,17 +26,23 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import fsspec
+import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ylink_data.io.parquet import ParquetFileWriter
+from ylink_data.core.parquet import read_table
 
 DECISION_COLUMNS = ("task", "row", "reason")
 REJECTED_ONLY_KEY = b"ylink.rejected_only"  # schema metadata: columns for rejected/ rows only
+# A dedup op's evidence on its rejected rows: the id of the document kept for a removed one, and the
+# similarity measured between them (1.0 for an exact copy).
+DUP_EVIDENCE = ("dup_of", "dup_similarity")
+SIMILARITY_BINS = 20  # stats.json's histogram of the removals' similarities: 0.05 wide
 
 
 class Workspace(ABC):
@@ -101,12 +107,29 @@ def write_decision_file(fs: fsspec.AbstractFileSystem, path: str, table: pa.Tabl
     writer.close()
 
 
+def removal_breakdowns(table: pa.Table, dropped: np.ndarray, source_column: str) -> dict[str, Counter]:
+    """A dedup op's `decision_breakdowns`: per source (`source_column`) the documents it saw and those
+    it removed, and the removals' similarities (`dup_similarity`) in bins of 0.05 (`0.80` holds
+    [0.80, 0.85); `1.00` exact copies)."""
+    if source_column in table.column_names:
+        sources = table.column(source_column).cast(pa.string()).fill_null("(none)").to_pylist()
+    else:
+        sources = ["(none)"] * table.num_rows
+    out = {"in_by_source": Counter(sources),
+           "removed_by_source": Counter(s for s, d in zip(sources, dropped) if d)}
+    if "dup_similarity" in table.column_names and dropped.any():
+        sims = table.column("dup_similarity").to_numpy(zero_copy_only=False)[dropped]
+        sims = sims[~np.isnan(sims)]
+        bins = np.minimum(np.floor(sims * SIMILARITY_BINS + 1e-9), SIMILARITY_BINS) / SIMILARITY_BINS
+        out["similarity"] = Counter(f"{b:.2f}" for b in bins)
+    return out
+
+
 def read_key_columns(fs: fsspec.AbstractFileSystem, paths: list[str], columns: list[str]) -> pa.Table:
     """The given columns of a task's parts, plus the `row` each value belongs to."""
     tables = []
     for path in paths:
-        with fs.open(path, "rb") as f:
-            tables.append(pq.read_table(f, columns=columns))
+        tables.append(read_table(fs, path, columns=columns))
     table = pa.concat_tables(tables) if tables else pa.table({c: [] for c in columns})
     return table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
 
@@ -125,8 +148,7 @@ def read_decisions(fs: fsspec.AbstractFileSystem, files: list[str], task: int) -
     """The rows of `task` a global op decided about: drop reasons and any columns it adds."""
     out = Decisions({}, {}, {})
     for path in files:
-        with fs.open(path, "rb") as f:
-            table = pq.read_table(f, filters=[("task", "=", task)])
+        table = read_table(fs, path, filters=[("task", "=", task)])
         meta = table.schema.metadata or {}
         if REJECTED_ONLY_KEY in meta:
             out.rejected_only.update(json.loads(meta[REJECTED_ONLY_KEY]))

@@ -26,6 +26,10 @@ SCORE_COLUMNS = ("lang_score", "quality_score")
 DUP_COLUMNS = ("dup_cluster_id", "dup_cluster_size")
 SAMPLE_COLUMNS = ["id", "text", "url", "lang", "lang_score", "quality_score", "reason"]
 QUARANTINE_SHOWN = 20  # quarantine entries the report shows in full
+# A dedup removal's evidence (`dup_of`: the kept document's id, `dup_similarity`) and what the
+# report shows of both documents of a pair.
+PAIR_COLUMNS = ["id", "text", "url", "source", "reason", "dup_of", "dup_similarity"]
+PAIR_SOURCES = 20  # sources per dedup stage whose pairs are shown: the most removed share first
 
 
 @dataclass
@@ -41,6 +45,7 @@ class StageRow:
     bytes_out: int | None = None  # text bytes of the documents after this stage, when known
     created: int = 0  # rows a fan-out op (chunk, qa_extract) made beyond one per input document
     breakdowns: dict[str, dict[str, int]] = field(default_factory=dict)  # a global op's (stats.json)
+    startup_seconds: float = 0.0  # one-time start-up in its workers, not in `seconds` (core/startup.py)
 
     @property
     def docs_per_second(self) -> float | None:
@@ -54,6 +59,28 @@ class ReasonRow:
     count: int
     bytes: int | None = None
     samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class DupPair:
+    """A removed document next to the document kept in its place (None: not in this run's kept or
+    rejected documents, e.g. an earlier run's, from minhash_dedup's index), with their similarity."""
+
+    removed: dict[str, Any]
+    kept: dict[str, Any] | None
+    similarity: float | None
+    kept_note: str = ""  # "dropped later: <reason>" when a later stage removed the kept document
+
+
+@dataclass
+class DupSource:
+    """One source's removals by a dedup stage, and a sample of them as pairs."""
+
+    stage: str
+    source: str
+    docs_in: int | None
+    removed: int
+    pairs: list[DupPair]
 
 
 @dataclass
@@ -85,6 +112,7 @@ class ReportData:
     cluster_sizes: Counter | None  # clusters by size, when the run wrote dup_cluster_* columns
     quarantine_counts: Counter  # (stage, reason) -> quarantined records
     quarantine: list[dict[str, Any]]  # the first QUARANTINE_SHOWN entries, redacted
+    dup_sources: list[DupSource] = field(default_factory=list)  # per dedup stage and source: sample pairs
 
     @property
     def measure_columns(self) -> list[str]:
@@ -98,33 +126,13 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
     keep_rejected = bool(info.get("config", {}).get("output", {}).get("keep_rejected"))
     stages = [StageRow(i, s["name"], s["in"], s["out"], dict(s.get("dropped", {})), s.get("quarantined", 0),
                        float(s.get("seconds", 0.0)), dict(s.get("counters", {})), created=s.get("created", 0),
-                       breakdowns=redact(s.get("breakdowns", {})))
+                       breakdowns=redact(s.get("breakdowns", {})), startup_seconds=float(s.get("startup_seconds", 0.0)))
               for i, s in enumerate(stats["stages"])]
     stage_of_reason = {r: st.name for st in stages for r in st.dropped}
     base = {f.name for f in DOCUMENT_SCHEMA}
 
-    # ---- kept documents: exact bytes and languages (two narrow columns), a sample for the rest
-    files = kept_files(run)
-    per_file = math.ceil(max_rows / len(files)) if files else 0
-    kept_bytes, lang_counts = 0, Counter()
-    lengths: dict[str, list[int]] = defaultdict(list)
     numeric: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"kept": [], "dropped later": []})
     clusters: dict[str, int] = {}
-    for path in files:
-        schema = file_schema(run, path)
-        num_cols = _numeric_columns(schema, base)
-        seen = 0
-        for table in iter_batches(run, path, ["text", "lang", *num_cols, *DUP_COLUMNS]):
-            kept_bytes += pc.sum(pc.binary_length(table.column("text"))).as_py() or 0
-            lang_counts.update(_langs(table))
-            _add_clusters(clusters, table)
-            if seen < per_file:
-                part = table.slice(0, per_file - seen)
-                seen += part.num_rows
-                for lang, n in zip(_langs(part), pc.utf8_length(part.column("text")).to_pylist()):
-                    lengths[lang].append(n or 0)
-                for c in num_cols:
-                    numeric[c]["kept"] += _values(part, c)
 
     # ---- dropped documents: bytes per stage and reason, samples per reason, dropped distributions
     rejected = rejected_files(run)
@@ -135,11 +143,12 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
     samplers: dict[str, BottomK] = {}
     dropped_langs: Counter = Counter()
     rejected_read = 0
+    pairs = PairSamples(stages, samples_per_reason, seed)
     for stage, path in rejected:
         schema = file_schema(run, path)
         num_cols = _numeric_columns(schema, base)
         seen = 0
-        for table in iter_batches(run, path, [*SAMPLE_COLUMNS, *num_cols, *DUP_COLUMNS]):
+        for table in iter_batches(run, path, [*SAMPLE_COLUMNS, *PAIR_COLUMNS, *num_cols, *DUP_COLUMNS]):
             nbytes = pc.binary_length(table.column("text")).to_pylist()
             reasons = table.column("reason").to_pylist()
             for r, b in zip(reasons, nbytes):
@@ -147,6 +156,7 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
                 reason_rows[r] += 1
             stage_bytes[stage] += sum(b or 0 for b in nbytes)
             _add_clusters(clusters, table)
+            pairs.add(stage, table)
             sample_cols = [c for c in SAMPLE_COLUMNS if c in table.column_names]
             for r in set(reasons):
                 sampler = samplers.setdefault(r, BottomK(samples_per_reason, seed))
@@ -158,6 +168,30 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
                 for c in num_cols:
                     numeric[c]["dropped later"] += _values(part, c)
         rejected_read += seen
+
+    # ---- kept documents (and the kept side of the dedup pairs): exact bytes and languages (two narrow columns), a sample for the rest
+    files = kept_files(run)
+    per_file = math.ceil(max_rows / len(files)) if files else 0
+    kept_bytes, lang_counts = 0, Counter()
+    lengths: dict[str, list[int]] = defaultdict(list)
+    for path in files:
+        schema = file_schema(run, path)
+        num_cols = _numeric_columns(schema, base)
+        seen = 0
+        for table in iter_batches(run, path, ["id", "text", "url", "source", "lang", *num_cols, *DUP_COLUMNS]):
+            kept_bytes += pc.sum(pc.binary_length(table.column("text"))).as_py() or 0
+            pairs.find(table, "")
+            lang_counts.update(_langs(table))
+            _add_clusters(clusters, table)
+            if seen < per_file:
+                part = table.slice(0, per_file - seen)
+                seen += part.num_rows
+                for lang, n in zip(_langs(part), pc.utf8_length(part.column("text")).to_pylist()):
+                    lengths[lang].append(n or 0)
+                for c in num_cols:
+                    numeric[c]["kept"] += _values(part, c)
+
+    pairs.find_dropped_later(run, rejected)
 
     # ---- the funnel by bytes
     if all("bytes_out" in s for s in stats["stages"]):  # the run counted text bytes per stage
@@ -209,7 +243,90 @@ def gather(run: Run, *, samples_per_reason: int = 3, max_rows: int = 100_000, se
         thresholds=thresholds(info, list(numeric)),
         cluster_sizes=Counter(clusters.values()) if clusters else None,
         quarantine_counts=Counter((e.get("stage") or "read", e.get("reason") or "error") for e in quarantine),
-        quarantine=redact(quarantine[:QUARANTINE_SHOWN]))
+        quarantine=redact(quarantine[:QUARANTINE_SHOWN]), dup_sources=pairs.sources())
+
+
+class PairSamples:
+    """Dedup removals as pairs, per dedup stage and source: a reproducible sample of removed rows
+    (those with `dup_of`) of the sources with the largest share removed (stats.json's breakdowns; the
+    first seen where a run has none), then the documents they name, found in the kept shards or in
+    the rejected rows of later stages. Memory: `n` pairs for each of `PAIR_SOURCES` sources."""
+
+    def __init__(self, stages: list[StageRow], n: int, seed: int):
+        self.n, self.seed = n, seed
+        self.stage_name = {st.index: st.name for st in stages}
+        self.counts: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+        self.chosen: dict[int, list[str] | None] = {}
+        for st in stages:
+            seen, removed = st.breakdowns.get("in_by_source"), st.breakdowns.get("removed_by_source") or {}
+            self.counts[st.index] = (seen or {}, removed)
+            if removed:
+                order = sorted(removed, key=lambda src: (-removed[src] / max(1, (seen or {}).get(src, 0) or 1),
+                                                        -removed[src], src))
+                self.chosen[st.index] = order[:PAIR_SOURCES]
+        self.samplers: dict[tuple[int, str], BottomK] = {}
+        self.found: dict[str, tuple[dict[str, Any], str]] = {}
+        self._wanted: pa.Array | None = None  # the ids the sampled removals name, once sampling is done
+
+    def add(self, stage: int | None, table: pa.Table) -> None:
+        if stage is None or "dup_of" not in table.column_names or "source" not in table.column_names:
+            return
+        table = table.filter(pc.is_valid(table.column("dup_of")))
+        chosen = self.chosen.get(stage)
+        for source in sorted(set(table.column("source").to_pylist()), key=str):
+            key = (stage, source)
+            if key not in self.samplers:
+                if chosen is not None and source not in chosen:
+                    continue
+                if chosen is None and sum(k[0] == stage for k in self.samplers) >= PAIR_SOURCES:
+                    continue
+                self.samplers[key] = BottomK(self.n, self.seed)
+            self.samplers[key].add(table.select([c for c in PAIR_COLUMNS if c in table.column_names])
+                                   .filter(pc.equal(table.column("source"), source)))
+
+    def wanted(self) -> set[str]:
+        return {r["dup_of"] for s in self.samplers.values() for r in (s.table() or pa.table({})).to_pylist()}
+
+    def find(self, table: pa.Table, note: str) -> None:
+        """Remember the documents of `table` that a sampled removal names."""
+        if not self.samplers:
+            return
+        if self._wanted is None:
+            self._wanted = pa.array(sorted(self.wanted()), pa.string())
+        hit = table.filter(pc.is_in(table.column("id"), self._wanted))
+        cols = [c for c in ("id", "text", "url", "source", "reason") if c in hit.column_names]
+        for row in hit.select(cols).to_pylist():
+            self.found.setdefault(row["id"], (row, note))
+
+    def find_dropped_later(self, run: Run, rejected: list[tuple[int | None, str]]) -> None:
+        """Named documents a later stage dropped (kept by the dedup stage, then removed)."""
+        if not self.samplers or not (self.wanted() - set(self.found)):
+            return
+        first = min(stage for stage, _ in self.samplers)
+        for stage, path in rejected:
+            if stage is not None and stage > first:
+                for table in iter_batches(run, path, ["id", "text", "url", "source", "reason"]):
+                    self.find(table, "dropped later")
+
+    def sources(self) -> list[DupSource]:
+        out = []
+        for (stage, source), sampler in sorted(self.samplers.items(), key=lambda kv: self._order(*kv[0])):
+            seen, removed = self.counts.get(stage, ({}, {}))
+            rows = sampler.table().to_pylist() if sampler.table() is not None else []
+            pairs = []
+            for row in rows:
+                kept, note = self.found.get(row["dup_of"], (None, ""))
+                if kept is not None and note:
+                    note = f"{note}: {kept.get('reason')}"
+                sim = row.get("dup_similarity")
+                pairs.append(DupPair(row, kept, None if sim is None or _nan(sim) else float(sim), note))
+            out.append(DupSource(self.stage_name.get(stage, "?"), source, seen.get(source),
+                                 removed.get(source, len(rows)), pairs))
+        return out
+
+    def _order(self, stage: int, source: str) -> tuple:
+        chosen = self.chosen.get(stage)
+        return (stage, chosen.index(source) if chosen and source in chosen else len(chosen or []), str(source))
 
 
 def thresholds(info: dict[str, Any], columns: list[str]) -> dict[str, list[Threshold]]:

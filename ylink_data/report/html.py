@@ -10,7 +10,7 @@ import yaml
 
 from ylink_data.core.version import __version__
 from ylink_data.report import plots
-from ylink_data.report.gather import ReportData, StageRow
+from ylink_data.report.gather import DupPair, DupSource, ReportData, StageRow
 
 TEXT_CHARS = 600
 
@@ -37,18 +37,22 @@ svg.plot{max-width:100%;height:auto;display:block;margin:6px 0;background:#fff}
 .kpi{display:inline-block;background:#fff;border:1px solid #dde3e6;border-radius:4px;padding:8px 14px;margin:4px 8px 4px 0}
 .kpi b{display:block;font-size:18px} .kpi span{font-size:12px;color:#546e7a}
 details summary{cursor:pointer;font-size:13px}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:8px;margin:6px 0 12px}
+.pair .head{grid-column:1/3;font-size:12px;color:#37474f}
+.pair .side{font-size:11px;font-weight:600;color:#546e7a;margin-bottom:2px}
+h4{font-size:13px;margin:14px 0 4px;word-break:break-all}
 """
 
 SECTIONS = [("summary", "Summary"), ("funnel", "Funnel"), ("drops", "Dropped documents"),
             ("distributions", "Distributions"), ("duplicates", "Duplicates"), ("tokens", "Tokens"),
-            ("throughput", "Throughput"),
+            ("throughput", "Throughput"), ("timeline", "Timeline"),
             ("quarantine", "Quarantine"), ("config", "Config")]
 
 
 def render(data: ReportData) -> str:
     name = data.manifest.get("name") or data.info.get("name") or "run"
     body = [_summary(data), _funnel(data), _drops(data), _distributions(data), _duplicates(data),
-            _tokens(data), _throughput(data), _quarantine(data), _config(data)]
+            _tokens(data), _throughput(data), _timeline(data), _quarantine(data), _config(data)]
     nav = "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS)
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -211,7 +215,38 @@ def _duplicates(d: ReportData) -> str:
         parts.append(_note("Set `cluster_columns: true` on minhash_dedup for cluster sizes."))
     for st in d.stages:
         parts += _removals_by_source(st)
+        parts += _pairs(st, [s for s in d.dup_sources if s.stage == st.name])
     return _section("duplicates", *parts)
+
+
+def _pairs(st: StageRow, sources: list[DupSource]) -> list[str]:
+    """A dedup stage's removals side by side with the document kept in their place, per source."""
+    if not sources:
+        return []
+    parts = [f"<h3>{escape(st.name)}: removed and kept, side by side</h3>",
+             _note("Per source (the largest share removed first), a sample of its removals (the smallest hash of "
+                   "their id, seed 0): each removed document on the left, the document kept in its place "
+                   "(`dup_of`) on the right, with their similarity (`dup_similarity`: the exact Jaccard of their "
+                   "shingle sets; 1.00 for exact_dedup's equal keys).")]
+    for src in sources:
+        share = f", {src.removed / src.docs_in:.1%} of {src.docs_in:,}" if src.docs_in else ""
+        parts.append(f'<h4>{escape(str(src.source))} <span class="note">({src.removed:,} removed{share})</span></h4>')
+        parts += [_pair(p) for p in src.pairs]
+    return parts
+
+
+def _pair(p: DupPair) -> str:
+    similarity = "similarity —" if p.similarity is None else f"similarity {p.similarity:.2f}"
+    head = f'<div class="head">{escape(similarity)} · {escape(str(p.removed.get("reason")))}</div>'
+    removed = f'<div><div class="side">removed</div>{_doc_card(p.removed)}</div>'
+    if p.kept is None:
+        kept = (f'<div><div class="side">kept: {escape(str(p.removed.get("dup_of")))}</div>'
+                f'{_note("Not among this run’s documents: kept by an earlier run (minhash_dedup index).")}</div>')
+    else:
+        side = "kept" + (f" ({p.kept_note})" if p.kept_note else "")
+        kept = f'<div><div class="side">{escape(side)}</div>{_doc_card(p.kept)}</div>'
+    return f'<div class="pair">{head}{removed}{kept}</div>'
+
 
 
 SOURCES_SHOWN = 20  # sources in the removals table: the most removed share first
@@ -257,11 +292,39 @@ def _tokens(d: ReportData) -> str:
 
 
 def _throughput(d: ReportData) -> str:
-    rows = [[st.name, st.docs_in, st.seconds or None, st.docs_per_second] for st in d.stages]
-    return _section("throughput", plots.throughput(d) or "", _table(["stage", "documents in", "task seconds",
-                                                                     "documents / s"], rows),
+    rows = [[st.name, st.docs_in, st.seconds or None, st.docs_per_second, st.startup_seconds or None]
+            for st in d.stages]
+    return _section("throughput", plots.throughput(d) or "",
+                    _table(["stage", "documents in", "seconds on documents", "documents / s",
+                            "start-up seconds (once per worker)"], rows),
                     _note("Seconds are task time summed over all workers (not wall time); the resolve step of a "
-                          "global op (dedup) runs outside the tasks and is not counted."))
+                          "global op (dedup) runs outside the tasks and is not counted. One-time start-up (an op's "
+                          "setup, a model, a dictionary or a child process loaded on first use) is counted apart, "
+                          "so documents / s is the stage's rate on documents."))
+
+
+def _timeline(d: ReportData) -> str:
+    """Each batch of tasks (phase, global step, publish) with its tasks' spread: a longest task far
+    above the median is a straggler, time outside the batches is the driver's (stats.json `timing`)."""
+    timing = d.stats.get("timing")
+    if not timing:
+        return _section("timeline", _note("This run's stats.json has no per-task timings (written by an older ylink)."))
+    rows = []
+    for step in timing["steps"]:
+        walls = sorted(t["wall_s"] for t in timing["tasks"].get(step["name"], []))
+        median = walls[len(walls) // 2] if walls else None
+        rows.append([step["name"], step["tasks"], round(step["start_s"], 2), round(step["wall_s"], 2),
+                     round(step["cpu_s"], 2), round(median, 3) if median is not None else None,
+                     round(walls[-1], 3) if walls else None,
+                     round(walls[-1] / median, 1) if walls and median else None])
+    inside = sum(s["wall_s"] for s in timing["steps"])
+    return _section("timeline", plots.timeline(timing) or "",
+                    _table(["step", "tasks", "start s", "wall s", "CPU s", "median task s", "longest task s",
+                            "longest / median"], rows),
+                    _note(f"The run took {timing['wall_s']:.2f} s; its batches of tasks {inside:.2f} s, the rest "
+                          f"({max(0.0, timing['wall_s'] - inside):.2f} s) is the driver's own work (planning, "
+                          "deciding between steps, stats). A task's CPU counts its worker's children (the "
+                          "extractor). Tasks finished before a resume are not shown."))
 
 
 def _quarantine(d: ReportData) -> str:

@@ -213,6 +213,44 @@ def throughput(data: ReportData) -> str | None:
     return to_svg(fig, "throughput")
 
 
+def timeline(timing: dict | None) -> str | None:
+    """The run's tasks on a time axis (stats.json `timing`): one lane per worker, one bar per task,
+    coloured by its step (phase, global step, publish); the gaps between a step's last task and the
+    next step's first are the driver's serial work, a long bar at a step's end a straggler."""
+    if not timing or not timing.get("steps"):
+        return None
+    workers = sorted({t["worker"] for tasks in timing["tasks"].values() for t in tasks})
+    if not workers:
+        return None
+    lane = {w: i for i, w in enumerate(workers)}
+    fig = _figure(7.5, 0.22 * len(workers) + 1.6)
+    ax = fig.add_subplot()
+    for k, step in enumerate(timing["steps"]):
+        color = PALETTE[k % len(PALETTE)]
+        tasks = timing["tasks"].get(step["name"], [])
+        for w, spans in _by_worker(tasks).items():
+            ax.broken_barh(spans, (lane[w] - 0.4, 0.8), facecolors=color, edgecolors="white", linewidth=0.3)
+        if tasks:
+            ax.barh([], [], color=color, label=f"{step['name']} ({len(tasks)})")
+    ax.set_yticks(range(len(workers)))
+    ax.set_yticklabels([w.rsplit(":", 1)[-1] for w in workers], fontsize=7)
+    ax.set_ylabel("worker (process id)")
+    ax.set_xlim(0, max(timing.get("wall_s") or 0, 1e-3))
+    ax.set_xlabel("seconds from the start of the run")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title("timeline: every task on its worker", fontsize=10)
+    fig.tight_layout()
+    return to_svg(fig, "timeline")
+
+
+def _by_worker(tasks: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = {}
+    for t in tasks:
+        out.setdefault(t["worker"], []).append((t["start_s"], max(t["wall_s"], 1e-4)))
+    return out
+
+
 def _log_bins(lo: float, hi: float, n: int = 40) -> list[float]:
     a, b = math.log10(lo), math.log10(hi * 1.0001)
     return [10 ** (a + (b - a) * i / n) for i in range(n + 1)]

@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ylink_data.core.storage import join
 from ylink_data.io.runs import Run
 
 BATCH_ROWS = 4096
@@ -30,11 +29,8 @@ def kept_files(run: Run) -> list[str]:
 def rejected_files(run: Run) -> list[tuple[int | None, str]]:
     """(stage index, path) of each `rejected/` file; the index is the stage's position in
     stats.json (0 is `read`), taken from the file name."""
-    folder = join(run.root, "rejected")
-    if not run.fs.exists(folder):
-        return []
     out = []
-    for path in sorted(run.fs.glob(join(folder, "*.parquet"))):
+    for path in run.rejected_paths:
         m = _STAGE.search(path)
         out.append((int(m.group(1)) if m else None, path))
     return out
@@ -43,8 +39,8 @@ def rejected_files(run: Run) -> list[tuple[int | None, str]]:
 def iter_batches(run: Run, path: str, columns: list[str] | None = None,
                  max_rows: int | None = None) -> Iterator[pa.Table]:
     """Tables of at most BATCH_ROWS rows of one Parquet file (only `columns` that exist in it),
-    stopping after `max_rows` rows."""
-    with run.fs.open(path, "rb") as f:
+    stopping after `max_rows` rows. Read through `Run.open`: checked against the manifest first."""
+    with run.open(path) as f:
         pf = pq.ParquetFile(f)
         names = pf.schema_arrow.names
         wanted = None if columns is None else [c for c in columns if c in names]
@@ -61,7 +57,7 @@ def iter_batches(run: Run, path: str, columns: list[str] | None = None,
 
 
 def file_schema(run: Run, path: str) -> pa.Schema:
-    with run.fs.open(path, "rb") as f:
+    with run.open(path) as f:
         return pq.ParquetFile(f).schema_arrow
 
 

@@ -8,7 +8,9 @@ verified against the manifest's sha256. DIR/manifest.json (version 1, no shards,
 section) makes DIR readable by `read_manifest` and the token loader; DIR/megatron/data-path.txt is
 Megatron's weighted --data-path. Resumable: each finished pair leaves a marker in DIR/_work/
 naming what it was made from, and a rerun of the same export redoes only the pairs without one;
-the manifest is written last and _work/ removed after it.
+the manifest is written last and _work/ removed after it. Files take shape in DIR/_work/staging/ and
+are renamed into place (core/storage.py), and a rerun first removes what killed writers left there
+and under an older ylink's temporary names: DIR/megatron/ never holds a file its manifest does not list.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ylink_data.core.errors import InputError, RunStateError
-from ylink_data.core.storage import filesystem, full_url, join, read_json, write_json
+from ylink_data.core.storage import (filesystem, full_url, is_temporary, join, read_json, remove, staging,
+                                     write_json)
 from ylink_data.io.manifest import Manifest, ManifestError, ShardRef, read_manifest, write_manifest
 from ylink_data.io.sinks.megatron import MegatronSink
 from ylink_data.io.layout import file_sizes
@@ -76,14 +79,14 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
             raise InputError(f"tokenizer {redact_url(tokenizer)} has no end-of-document token (<|endoftext|>, "
                              "</s>...): name one with --eod-token, or give --no-eod")
         spec = TokenizerSpec(tokenizer, _options(tokenizer, storage_options), eod_token, append_eod)
-        token_dtype, described = tok.dtype, tok.describe()
+        token_dtype, described, max_id = tok.dtype, tok.describe(), tok.max_id
         made_of = {"tokenizer_sha256": tok.sha256, "eod_id": tok.eod_id if append_eod else None}
     else:
-        token_dtype = _token_ids_dtype(manifest, shown)
+        token_dtype, max_id = _token_ids_dtype(manifest, shown), None
         described = (manifest.data.get("megatron") or {}).get("tokenizer")
         made_of = {"token_ids": True}
     try:
-        dtype = megatron_dtype(dtype, token_dtype)
+        dtype = megatron_dtype(dtype, token_dtype, max_id)
     except ValueError as exc:
         raise InputError(f"--dtype: {exc}") from None
     source = {"run": shown, "run_manifest_sha256": hashlib.sha256(manifest.raw).hexdigest(), "dtype": dtype,
@@ -95,6 +98,7 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
         say(f"{shown_out} already holds this export ({len(finished['megatron']['files'])} pairs); nothing to do")
         return finished
 
+    _sweep(out_fs, out_root)
     jobs = [ShardJob(run_url, _options(run_url, storage_options), shard.path, shard.ref, output,
                      _options(output, storage_options), f"megatron/part-{i:05d}", spec, dtype, source)
             for i, shard in enumerate(manifest.shards)]
@@ -110,9 +114,10 @@ def export_megatron(run_url: str, output: str, *, tokenizer: str | None = None, 
     files = [entries[i] for i in range(len(jobs))]
     sink = MegatronSink(dtype, described)  # the section and data-path.txt a run's output.megatron writes
     section = sink.section(files)
-    sink.finish(out_fs, out_root, section)
     written = Manifest(name=f"megatron export of {shown}", sections={"shards": [], "megatron": section}, export=source)
-    write_manifest(out_fs, join(out_root, "manifest.json"), written)
+    with staging(out_root, _staging(out_root)):
+        sink.finish(out_fs, out_root, section)
+        write_manifest(out_fs, join(out_root, "manifest.json"), written)
     if out_fs.exists(join(out_root, "_work")):
         out_fs.rm(join(out_root, "_work"), recursive=True)
     say(f"done: {section['documents']:,} documents, {section['tokens']:,} tokens in {len(files)} pairs "
@@ -162,6 +167,19 @@ def _finished_export(fs, root: str, shown: str, source: dict) -> dict | None:
     return None
 
 
+def _staging(root: str) -> str:
+    return join(root, "_work", "staging")
+
+
+def _sweep(fs, root: str) -> None:
+    """Remove what writers killed before their rename left: the staging folder, temporary names."""
+    for path in (fs.find(join(root, "megatron")) if fs.exists(join(root, "megatron")) else []):
+        if is_temporary(path.rsplit("/", 1)[-1]):
+            remove(fs, path)
+    if fs.exists(_staging(root)):
+        remove(fs, _staging(root), recursive=True)
+
+
 def _is_there(entry: dict, present: dict[str, int | None]) -> bool:
     return all(present.get(entry[k]["path"].rsplit("/", 1)[-1]) == entry[k]["bytes"] for k in ("bin", "idx"))
 
@@ -204,9 +222,10 @@ def export_shard(job: ShardJob) -> dict[str, Any]:
         ids = _shard_ids(shard, job, redact_url(where))
     out_fs, out_root = filesystem(job.out_url, job.out_options)
     out_root = out_root.rstrip("/")
-    entry = write_pair(out_fs, out_root, job.prefix, ids, job.dtype)
-    write_json(out_fs, join(out_root, "_work", f"{job.prefix.rsplit('/', 1)[-1]}.json"),
-               {"source": job.source, "entry": entry})
+    with staging(out_root, _staging(out_root)):
+        entry = write_pair(out_fs, out_root, job.prefix, ids, job.dtype)
+        write_json(out_fs, join(out_root, "_work", f"{job.prefix.rsplit('/', 1)[-1]}.json"),
+                   {"source": job.source, "entry": entry})
     return entry
 
 

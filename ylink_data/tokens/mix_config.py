@@ -89,7 +89,7 @@ def load_mix_config(mixture: str | os.PathLike | dict, overrides: list[str] | di
         raw, source = read_yaml(Path(mixture), "mixture"), str(mixture)
     if not isinstance(raw, dict):
         raise ConfigError("the mixture must be a mapping of keys (name, sources, tokens, output...)", source)
-    for key, value in parse_overrides(overrides):
+    for key, value in parse_overrides(overrides, source):
         set_dotted(raw, key, value, source)
     env = EnvExpansion()
     raw["storage"] = env.expand(raw.get("storage") or {})

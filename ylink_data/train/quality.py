@@ -162,7 +162,7 @@ def read_annotations(run: str, column: str,
     examples: list[Example] = []
     missing = not_finite = 0
     for shard in opened.shard_paths:
-        with opened.fs.open(shard, "rb") as f:
+        with opened.open(shard) as f:
             pf = pq.ParquetFile(f)
             names = pf.schema_arrow.names
             if column not in names:

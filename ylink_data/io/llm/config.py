@@ -6,7 +6,7 @@ overrides any of its keys (a judge on another endpoint, say).
       base_url: http://127.0.0.1:8000/v1     # vLLM, SGLang, llama.cpp's server, Ollama, a hosted API
       model: Qwen2.5-7B-Instruct
       api_key: ${LLM_API_KEY}                 # read from the environment, masked everywhere
-      max_concurrency: 16                     # requests in flight per Ray worker
+      max_concurrency: 16                     # requests in flight per worker process
       timeout_s: 120
       max_retries: 5
       temperature: 0.2

@@ -49,13 +49,15 @@ def data_path_args(files: list[dict[str, Any]], base: str = "") -> str:
                     for f in files if f["tokens"]) + "\n"
 
 
-def megatron_dtype(choice: str, token_dtype: str) -> str:
+def megatron_dtype(choice: str, token_dtype: str, max_id: int | None = None) -> str:
     """The .bin dtype for `choice` ("auto", "uint16", "int32") of ids whose narrowest type is
-    `token_dtype` (`LoadedTokenizer.dtype`, or a `token_ids` column's value type). Megatron's .idx
-    has no uint32 (megatron.core.datasets.indexed_dataset.DType): larger vocabularies are int32,
-    as Megatron's own preprocessing writes them."""
-    if choice == "auto":
-        return "uint16" if token_dtype == "uint16" else "int32"
+    `token_dtype` (`LoadedTokenizer.dtype`, or a `token_ids` column's value type), the largest of them
+    `max_id` where known (a tokenizer's). Megatron's .idx has no uint32
+    (megatron.core.datasets.indexed_dataset.DType): wider ids are int32, as Megatron's own
+    preprocessing writes them, and ids past int32 cannot be written at all."""
     if choice == "uint16" and token_dtype != "uint16":
         raise ValueError(f"dtype uint16 cannot hold these token ids ({token_dtype}): use auto or int32")
-    return choice
+    chosen = ("uint16" if token_dtype == "uint16" else "int32") if choice == "auto" else choice
+    if max_id is not None and max_id > np.iinfo(chosen).max:
+        raise ValueError(f"token id {max_id:,} does not fit {chosen}, the widest id type of Megatron's .idx")
+    return chosen

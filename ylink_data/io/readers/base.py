@@ -14,6 +14,8 @@ from typing import IO, Any
 
 import zstandard
 
+from ylink_data.io.input_versions import Listed
+
 
 @dataclass(frozen=True)
 class Split:
@@ -25,6 +27,10 @@ class Split:
     compression: str | None = None  # "gzip" / "zstd" for whole-file compressed text inputs
     run_shard: bool = False  # a shard of a finished ylink run (fs.InputFile.run_shard): its columns kept
     sha256: str | None = None  # a run shard's, from its manifest: checked before a byte of it is read
+    # (i, n): the i-th of the file's n splits, which hashes the i-th share of its blocks, and what the
+    # listing saw of the file, which the task checks it still is (io/input_versions.py)
+    piece: tuple[int, int] = (0, 1)
+    listed: Listed = Listed()
 
     def describe(self) -> str:
         if self.start == 0 and self.end is None:

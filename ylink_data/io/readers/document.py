@@ -46,9 +46,12 @@ class Parts:
     @contextlib.contextmanager
     def part(self, kind: str) -> Iterator[None]:
         """Runs the block for one part; an exception of any kind skips the part (not the file).
-        A time limit (DocumentTimeout, a BaseException) passes on."""
+        A time limit (DocumentTimeout, a BaseException) and running out of memory pass on: they are
+        the whole file's (isolated.py)."""
         try:
             yield
+        except MemoryError:
+            raise
         except Exception as exc:
             self.skip(kind, describe_error(exc))
 

@@ -6,7 +6,11 @@ document reader. Whatever happens while a file is read, it is that file's fate, 
   lxml): `timeout`, the child stopping itself or being killed (core/deadline.py);
 - the child dying on it (a crash of PDFium or lxml, the OOM killer, a kill from outside): the file
   goes to a new child once more (deadline.DeadlineProcess.call), and is `unreadable` only when it
-  kills that one too ("it killed ... twice (SIGKILL, signal 9)").
+  kills that one too ("it killed ... twice (SIGKILL, signal 9)");
+- more memory than `input.max_document_memory_bytes` beyond the child's own: the child's address
+  space is bounded (core/memory.py), so an allocation past it fails, and the file is `too_large`,
+  whatever tried to allocate (a PDF stream the pre-check in pdf.py cannot see, an XML part that
+  parses to gigabytes); the run goes on, and the next file gets a new child.
 One child per worker process, started with the first document file and reused; it imports the
 readers once (0.5 s from start to ready on a 2-core EPYC VM). A file then costs one round trip, its
 bytes one way and its item back: 0.05-0.5 ms more than reading it in-process for the four files of
@@ -18,8 +22,8 @@ from abc import abstractmethod
 from typing import IO, Any, Callable, ClassVar, Iterator, NamedTuple
 
 from ylink_data.core.timelimit import DocumentTimeout
-from ylink_data.core.deadline import ChildFailed, DeadlineProcess, serve
-from ylink_data.io.readers.base import TIMEOUT, UNREADABLE, Bad, Record, Skip, Split, one_line, read_whole
+from ylink_data.core.deadline import ChildFailed, ChildOutOfMemory, DeadlineProcess, serve
+from ylink_data.io.readers.base import TIMEOUT, TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split, one_line, read_whole
 from ylink_data.io.readers.registry import Reader, readers
 
 _PROCESS: DeadlineProcess | None = None
@@ -74,7 +78,11 @@ def read_document(split: Split, data: bytes, cfg: Any, kind: str) -> list[Record
     process = reader_process()
     process.start()  # a child that cannot start is this machine's fault, not the file's: it fails the task
     try:
-        return process.call((split, options), data, cfg.time_limit_s)
+        return process.call((split, options), data, cfg.time_limit_s, cfg.max_document_memory_bytes)
+    except ChildOutOfMemory as exc:
+        return [Bad(0, f"reading it needs more memory than input.max_document_memory_bytes "
+                       f"({cfg.max_document_memory_bytes:,} bytes; {one_line(str(exc), 200)}); raise it to read such "
+                       f"files", TOO_LARGE)]
     except DocumentTimeout:
         return [Bad(0, f"timeout: reading it took over input.time_limit_s ({cfg.time_limit_s:g} s); raise that limit to "
                        f"read such files", TIMEOUT)]

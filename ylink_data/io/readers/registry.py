@@ -26,6 +26,31 @@ AUTO = "auto"
 # Whole-file compression, recognised by the last extension (`docs.jsonl.zst`); a reader sees the file
 # decompressed (open_split), except WARC, whose gzip is per record.
 COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
+# The first bytes of compressed files: a file that starts so is no format's text, whatever its name
+# or input.format say. The first four are those of COMPRESSION; the others ylink does not decompress.
+MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz",
+         b"\x04\x22\x4d\x18": "lz4", b"\x02\x21\x4c\x18": "lz4", b"7z\xbc\xaf\x27\x1c": "7z",
+         b"\xff\x06\x00\x00sNaPpY": "snappy", b"Rar!\x1a\x07": "rar"}
+# How to undo each: what the error about a compressed file that ylink cannot read says.
+UNDO = {"lz4": "lz4 -d", "7z": "7z x", "snappy": "python -m snappy -d", "rar": "unrar x"}
+
+
+def compression_of_head(head: bytes) -> str | None:
+    """The compression whose magic bytes `head` starts with, if any."""
+    return next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
+
+
+def compressed_problem(url: str, compression: str) -> str:
+    """Why a file whose first bytes are `compression`'s cannot be read as it is named, and the fix."""
+    exts: dict[str, str] = {}
+    for ext, name in COMPRESSION.items():
+        exts.setdefault(name, ext)
+    known = ", ".join(f"{name} ({ext})" for name, ext in exts.items())
+    if compression in exts:
+        return (f"{url} is {compression}-compressed, and its name says neither that nor its format; name it so "
+                f"(e.g. docs.jsonl{exts[compression]}), or set input.format to read it decompressed")
+    return (f"{url} is {compression}-compressed, which ylink does not decompress (it reads {known}, by the file "
+            f"name's last extension); decompress it first ({UNDO[compression]} FILE), or recompress it as one of those")
 
 
 @dataclass(frozen=True)

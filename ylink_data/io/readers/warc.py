@@ -9,18 +9,25 @@ it, and damage in one record never changes what its neighbours give.
   plain form (CRLF lines, each a token, a colon and a value; the WARC header in ASCII), and a
   response must carry usable HTTP headers (the same form, a status, an ASCII Content-Type, no
   transfer or content encoding to undo). The few headers used are read as warcio reads them (first
-  of a repeated name, value stripped). A member that fails a check, cannot be inflated or is larger
-  than input.max_record_bytes is read by warcio instead, that one member only; the fast path goes
-  on at the next. ClueWeb09's responses, for instance, end their HTTP headers with bare LF: warcio
-  reads them. (The fast path replaced FastWARC, issue 17: once a member is checked, parsing it
-  again in C++ cost more than reading the few headers needed, about 0.3 s of CPU per 333 MB.)
+  of a repeated name, value stripped). A member that fails a check or is cut short by the end of the
+  file is read by warcio instead, that one member only; the fast path goes on at the next.
+  ClueWeb09's responses, for instance, end their HTTP headers with bare LF: warcio reads them. (The
+  fast path replaced FastWARC, issue 17: once a member is checked, parsing it again in C++ cost more
+  than reading the few headers needed, about 0.3 s of CPU per 333 MB.)
+- A member is inflated to at most input.max_record_bytes + 64 KiB (its record and the headers), never
+  further: one that holds more is `too_large` at its offset (or the Skip its record's headers give:
+  a request, a metadata record, an HTTP error), and reading goes on at the next gzip member that
+  starts a record, found as after a corrupt member. (A member of one small record and 2 GB of NULs,
+  9 MB compressed, took a worker to 1.8 GB; issue 39 point 14.) warcio's lines are bounded the same
+  way (`_bounded_lines`): it reads a line to its end however long, a buffer at a time.
 - Uncompressed WARC, WET and ARC files are read by warcio alone: nothing there marks where a record
   ends but its own Content-Length, so the fast path's framing could not be checked.
 - A file gzipped whole (`gzip x.warc`: its first gzip member holds more than one record) is read
   the same way, as one inflated stream; a record's offset is its offset in that stream (what
-  `zcat` gives). Nothing in the compressed bytes marks where a record starts, so the split at 0
-  reads the whole file. In a file gzipped record by record, a member holding several records has
-  no offsets to name them by: it is one `Bad` naming the fix (`warcio recompress`).
+  `zcat` gives). Its one member is the whole file, inflated once as a stream in bounded memory.
+  Nothing in the compressed bytes marks where a record starts, so the split at 0 reads the whole file.
+  In a file gzipped record by record, a member holding several records has no offsets to name them
+  by: it is one `Bad` naming the fix (`warcio recompress`).
 
 warcio reports a damaged record (broken header, no Content-Length, corrupt or truncated gzip member,
 short content) as `Bad` and resumes at the next record instead of losing the rest of the file (in
@@ -52,8 +59,8 @@ except ImportError:  # pragma: no cover - a core dependency; the standard zlib g
     inflate_lib = zlib
 
 from ylink_data.io.charset import Binary, html_text, sniff_text
-from ylink_data.io.readers.base import (BINARY, DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error,
-                                        is_io_failure)
+from ylink_data.io.readers.base import (BINARY, DECOMPRESSION_ERRORS, TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split,
+                                        describe_error, is_io_failure)
 from ylink_data.io.readers.text import decode_text
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -89,7 +96,7 @@ def read_warc(split: Split, f: IO[bytes], max_record_bytes: int) -> Iterator[Rec
     f.seek(0)
     head = f.read(5)
     gz = head[:2] == GZIP_MAGIC[:2]
-    if gz and _gzipped_whole(f):
+    if gz and _gzipped_whole(f, max_record_bytes + _HEADER_ROOM):
         # One gzip stream (`gzip x.warc`): read like an uncompressed WARC, offsets in the inflated
         # stream. Nothing in the compressed bytes marks a record, so the split at 0 reads it all.
         if split.start == 0:
@@ -212,11 +219,14 @@ class _Inflated(io.RawIOBase):
             return None
 
 
-def _gzipped_whole(f: IO[bytes]) -> bool:
+def _gzipped_whole(f: IO[bytes], limit: int) -> bool:
     """True when the file's first gzip member holds more than its first record: the whole file was
-    gzipped as one stream instead of record by record."""
-    f.seek(0)
-    it = ArchiveIterator(f, ensure_http_headers=False)
+    gzipped as one stream instead of record by record. Read from at most `limit` inflated bytes of
+    that member, as every member is."""
+    head = _GzipMembers(f, 0).next(limit)
+    if head is None or head.end == _CORRUPT:
+        return False  # the member-by-member reader says what it is
+    it = _bounded_lines(ArchiveIterator(io.BytesIO(head.data), ensure_http_headers=False))
     try:
         if next(iter(it), None) is None:
             return False
@@ -230,26 +240,47 @@ def _gzipped_whole(f: IO[bytes]) -> bool:
 
 def _read_members(f: IO[bytes], pos: int, end: float, layout: str,
                   max_record_bytes: int) -> Generator[Record | Skip | Bad, None, int | None]:
-    """The records of a .warc.gz from `pos` on, one gzip member each; returns where to resume
-    after a member that could not be inflated (None: the end)."""
+    """The records of a .warc.gz from `pos` on, one gzip member each, each inflated to at most
+    max_record_bytes + _HEADER_ROOM bytes; returns where to resume after a member that could not be
+    inflated or was too large (None: the end)."""
     members = _GzipMembers(f, pos)
+    limit = max_record_bytes + _HEADER_ROOM
     while members.offset < end:
         start = members.offset
-        try:
-            data = members.next(max_record_bytes + _HEADER_ROOM)
-        except inflate_lib.error as exc:
-            yield Bad(start, f"corrupt gzip member: {describe_error(exc)}")
-            return next_record_start(f, start + 1, layout)
-        except (EOFError, _TooLarge):
-            # warcio streams these: it reads a large record without holding it, and says how much
-            # of a record cut short by the end of the file is missing
-            return (yield from _read_from(f, start, end, layout, max_record_bytes, one_member=True))
-        if data is None:
+        member = members.next(limit)
+        if member is None:
             return None
-        item = _member_item(start, data, max_record_bytes)
+        if member.end == _CORRUPT:
+            yield Bad(start, f"corrupt gzip member: {member.error}")
+            return next_record_start(f, start + 1, layout)
+        if member.end == _OVER:
+            # Not inflated any further (a member of one small record and 2 GB of NULs took a worker to
+            # 1.8 GB): its record is read from what was inflated, and reading goes on at the next member.
+            yield _oversized_item(start, member.data, max_record_bytes)
+            return next_record_start(f, members.offset, layout)
+        if member.end == _CUT:
+            # warcio says how much of a record cut short by the end of the file is missing (it
+            # inflates no more than was there: less than `limit`)
+            return (yield from _read_from(f, start, end, layout, max_record_bytes, one_member=True))
+        item = _member_item(start, member.data, max_record_bytes)
         if item is not None:  # an empty member holds no record
             yield item
     return None
+
+
+def _oversized_item(offset: int, head: bytes, max_record_bytes: int) -> Skip | Bad:
+    """What a gzip member that inflates past max_record_bytes + _HEADER_ROOM is, from those first bytes,
+    as `_member_item` reads a member: several records in it are one Bad naming the fix; else the Skip
+    its record's headers give (a request, a metadata record, an HTTP error), or too_large."""
+    items = _read_from(io.BytesIO(head), 0, float("inf"), WARC_LINES, max_record_bytes)
+    first = next(items, None)
+    if first is not None and not isinstance(first, Bad) and next(items, None) is not None:
+        return Bad(offset, _MANY_RECORDS)
+    if isinstance(first, Skip):
+        return dataclasses.replace(first, offset=offset)
+    return Bad(offset, f"gzip member inflates past input.max_record_bytes ({max_record_bytes} bytes) and 64 KiB "
+                       f"of headers, a record too large or more after it; not inflated further; raise "
+                       f"input.max_record_bytes to read it", TOO_LARGE)
 
 
 def _member_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Skip | Bad | None:
@@ -275,7 +306,7 @@ def _read_from(f: IO[bytes], pos: int, end: float, layout: str, max_record_bytes
     (corrupt gzip data, a Content-Length that does not match) makes that record `Bad` instead of
     being blamed on its neighbour, and a `Bad` is never reported for a record already reported."""
     f.seek(pos)
-    it = ArchiveIterator(f, ensure_http_headers=False)
+    it = _bounded_lines(ArchiveIterator(f, ensure_http_headers=False))
     records = iter(it)
     last = -1
     while True:
@@ -285,7 +316,7 @@ def _read_from(f: IO[bytes], pos: int, end: float, layout: str, max_record_bytes
         except Exception as exc:
             if is_io_failure(exc):
                 raise
-            yield Bad(start, f"unreadable record: {describe_error(exc)}")
+            yield _unreadable(start, exc)
             return next_record_start(f, start + 1, layout)
         if record is None:
             return None
@@ -309,7 +340,7 @@ def _read_from(f: IO[bytes], pos: int, end: float, layout: str, max_record_bytes
         except Exception as exc:
             if is_io_failure(exc):
                 raise
-            item = Bad(current, f"unreadable record: {describe_error(exc)}")
+            item = _unreadable(current, exc)
         framing = isinstance(item, Bad) and not item.error.startswith(_TOO_LARGE)
         if one_member and not framing and not _member_ended(it):
             # the records after it in this member have no offset of their own to be named by
@@ -320,6 +351,12 @@ def _read_from(f: IO[bytes], pos: int, end: float, layout: str, max_record_bytes
             return next_record_start(f, current + 1, layout)  # the framing is not to be trusted: resync
         if one_member:
             return it.offset
+
+
+def _unreadable(offset: int, exc: Exception) -> Bad:
+    """A record warcio fails on: too_large where it met a line longer than a header line can be."""
+    reason = TOO_LARGE if isinstance(exc, LineTooLong) else UNREADABLE
+    return Bad(offset, f"unreadable record: {describe_error(exc)}", reason)
 
 
 def _overran(it: ArchiveIterator, current: int, f: IO[bytes], layout: str) -> bool:
@@ -351,8 +388,52 @@ def _member_ended(it: ArchiveIterator) -> bool:
     return not it.next_line
 
 
-class _TooLarge(Exception):
-    pass
+class LineTooLong(ValueError):
+    """A line warcio reads (a WARC, ARC or HTTP header line, or what follows a record) is longer
+    than any header line can be."""
+
+
+def _bounded_lines(it: ArchiveIterator) -> ArchiveIterator:
+    """`it`, its lines read at most _HEADER_ROOM bytes each: warcio reads a line to its end however
+    long, growing it a buffer at a time (quadratic): the run of NULs after a record's end took a
+    worker past 1.8 GB. A line longer than that raises LineTooLong (the record is then `Bad`, and
+    reading resumes at the next record); a caller's own shorter length is kept."""
+    readline = it.reader.readline
+
+    def bounded(length: int | None = None) -> bytes:
+        asked = length if length is not None and 0 <= length <= _HEADER_ROOM else None
+        cap = _HEADER_ROOM if asked is None else asked
+        parts, size = [], 0
+        while size < cap:  # warcio's own readline may stop short of a line's end: pieces are joined
+            piece = readline(cap - size)
+            if not piece:
+                break
+            parts.append(piece)
+            size += len(piece)
+            if piece.endswith(b"\n"):
+                break
+        else:
+            if asked is None:
+                raise LineTooLong(f"a line of over {_HEADER_ROOM:,} bytes where a header line or the end "
+                                  f"of a record should be")
+        return b"".join(parts)
+
+    it.reader.readline = bounded
+    return it
+
+
+_WHOLE, _OVER, _CUT, _CORRUPT = "whole", "over", "cut", "corrupt"
+
+
+@dataclasses.dataclass
+class _Member:
+    """One gzip member inflated: `data`, at most the limit asked; `end` says how it ended: _WHOLE,
+    _OVER (it inflates to more: `data` is its first `limit` bytes and the rest is not inflated),
+    _CUT (the file ends inside it) or _CORRUPT (not gzip, or damaged: `error`)."""
+
+    data: bytes
+    end: str
+    error: str = ""
 
 
 class _GzipMembers:
@@ -363,29 +444,36 @@ class _GzipMembers:
         f.seek(offset)
         self.f, self.offset, self._rest = f, offset, b""
 
-    def next(self, limit: int) -> bytes | None:
-        """The next member inflated (None at the end of the file); raises inflate_lib.error (not gzip,
-        corrupt), EOFError (cut short) or _TooLarge (more than `limit` bytes inflated)."""
+    def next(self, limit: int) -> _Member | None:
+        """The next member inflated to at most `limit` bytes (None at the end of the file). `offset`
+        moves past a whole member; past one that is not whole, to the compressed bytes read so far
+        (never on to the next member: where a member ends is known only once inflated whole)."""
         data = self._rest or self.f.read(_INFLATE_CHUNK)
         if not data:
             return None
         d = inflate_lib.decompressobj(31)
         out, size, used = [], 0, 0
         while True:
-            piece = d.decompress(data, limit + 1 - size)
+            try:
+                piece = d.decompress(data, limit + 1 - size)
+            except inflate_lib.error as exc:
+                self.offset += used + 1
+                return _Member(b"", _CORRUPT, describe_error(exc))
             out.append(piece)
             size += len(piece)
-            if size > limit:
-                raise _TooLarge
             if d.eof:
                 used += len(data) - len(d.unused_data)
                 self._rest = d.unused_data
                 self.offset += used
-                return b"".join(out)
+                return _Member(b"".join(out), _WHOLE)
             used += len(data) - len(d.unconsumed_tail)
+            if size > limit:
+                self.offset += used
+                return _Member(b"".join(out)[:limit], _OVER)
             data = d.unconsumed_tail or self.f.read(_INFLATE_CHUNK)
             if not data:
-                raise EOFError("the file ends inside a gzip member")
+                self.offset += used
+                return _Member(b"".join(out), _CUT)
 
 
 def _fast_item(offset: int, data: bytes, max_record_bytes: int) -> Record | Skip | Bad | None:

@@ -11,7 +11,8 @@ A sink's life in a run, all of it in its module:
 - `section(entries, folder)`: its manifest section (`manifest[name]`) for the run, or for one tier
   folder (its entries only, paths relative to the folder);
 - `finish(fs, root, section)`: files of the whole run written at publish, before the manifest
-  (Megatron's data-path.txt), so that a manifest that exists lists files that exist;
+  (Megatron's data-path.txt, named in `whole_run_files`: a finished run's folder holds what its
+  manifest lists and these, io/layout.py), so that a manifest that exists lists files that exist;
 - `check(...)` and `listed(...)`, classmethods for readers: its section read back, every file
   checked (`run_files.check_file`), and the entries `--fresh`/resume look for.
 
@@ -43,9 +44,10 @@ def register(cls: type["Sink"]) -> type["Sink"]:
 @dataclass(frozen=True)
 class ShardOutput:
     """One shard as its publish task hands it to the sinks: where it goes (the run folder `root`, its
-    output `tier` or None, its `number` within the tier), the parts it is made of, `tables`: its rows
-    in order with the columns the run's sinks are made of (`Sink.columns`), and the columns the
-    Parquet shard leaves out (`Sink.dropped_columns`)."""
+    output `tier` or None, its `number` within the tier), the parts it is made of (none: a run or
+    tier that kept nothing), `tables`: its rows in order with the columns the run's sinks are made
+    of (`Sink.columns`), the columns the Parquet shard leaves out (`Sink.dropped_columns`), and
+    `schema`, what every Parquet shard of the run holds (None: its parts' own, less `dropped`)."""
 
     fs: fsspec.AbstractFileSystem
     root: str
@@ -54,6 +56,7 @@ class ShardOutput:
     parts: list[dict[str, Any]]
     tables: list["pa.Table"] = field(default_factory=list)
     dropped: tuple[str, ...] = ()
+    schema: "pa.Schema | None" = None
 
     @property
     def folder(self) -> str:
@@ -78,6 +81,7 @@ class Sink(ABC):
     key: ClassVar[str | None] = None  # the `output:` key that asks for it (None: every run)
     label: ClassVar[str] = ""         # what the publish progress line calls its files
     named_in_label: ClassVar[bool] = False  # label shared by kinds: "sft, prompts JSONL"
+    whole_run_files: ClassVar[tuple[str, ...]] = ()  # what `finish` writes in its folder, by name
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -92,6 +96,15 @@ class Sink(ABC):
     def columns(self, schema: pa.Schema) -> list[str]:
         """The columns of a shard (of `schema`) that its files are made of."""
         return []
+
+    @classmethod
+    def columns_needed(cls) -> tuple[tuple[str, ...], ...]:
+        """The columns its files cannot be made without: every column of one of these sets (none:
+        any rows do). engine/column_check.py refuses a run whose stages make none of them, before
+        any work, saying `makers`."""
+        return ()
+
+    makers: ClassVar[tuple[str, ...]] = ()  # the ops that make `columns_needed`, which the fix names
 
     def dropped_columns(self) -> list[str]:
         """Columns the Parquet shards leave out once this sink has what it needs of them."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 
-from ylink_data.io.run_files import ManifestError, check_file, check_listed_once, listed_entries
+from ylink_data.io.run_files import check_files, listed_entries
 from ylink_data.io.sinks.base import Listed, ShardOutput, Sink, relative_to
 
 if TYPE_CHECKING:
@@ -54,10 +54,7 @@ class JsonlSink(Sink):
     def check(cls, fs: fsspec.AbstractFileSystem, root: str, what: str, section: Any,
               seen: dict[str, Any]) -> Listed:
         """{"files": [{"path", "bytes", "sha256"}, ...], ...}, every file checked as a shard is."""
-        if not isinstance(section, dict) or not isinstance(section.get("files"), list):
-            raise ManifestError(f"{what}: not an object with a 'files' list; refusing the run")
-        return Listed([check_listed_once(check_file(fs, root, f"{what} file {index}", entry), f"{what} file {index}",
-                                         seen) for index, entry in enumerate(section["files"])])
+        return Listed(check_files(fs, root, what, section, seen))
 
     @classmethod
     def listed(cls, section: Any, what: str) -> list[dict[str, Any]]:

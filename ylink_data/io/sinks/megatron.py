@@ -52,6 +52,7 @@ class MegatronSink(Sink):
     name = "megatron"
     key = "megatron"
     label = "Megatron files"
+    whole_run_files = (DATA_PATH,)
     dtype: str = "uint16"      # of the .bin files: uint16 or int32
     tokenizer: dict | None = None  # LoadedTokenizer.describe(): what the manifest records
     keep_token_ids: bool = True    # whether the Parquet shards keep their token_ids column
@@ -70,10 +71,10 @@ class MegatronSink(Sink):
         url = params["tokenizer"]
         tok = load_tokenizer(url, cfg.storage_options(url), params.get("eod_token"))
         try:
-            dtype = megatron_dtype(wanted.dtype, tok.dtype)
+            dtype = megatron_dtype(wanted.dtype, tok.dtype, tok.max_id)
         except ValueError as exc:
-            raise ConfigError(f"output.megatron.dtype: {exc} (tokenizer {redact_url(url)} has "
-                              f"{tok.vocab_size:,} tokens)") from None
+            raise ConfigError(f"output.megatron.dtype: {exc} (tokenizer {redact_url(url)}: {tok.vocab_size:,} "
+                              f"tokens, ids up to {tok.max_id:,})") from None
         return cls(dtype, tok.describe(), wanted.keep_token_ids)
 
     def columns(self, schema: "pa.Schema") -> list[str]:

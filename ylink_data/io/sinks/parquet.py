@@ -48,26 +48,25 @@ class ParquetShards(Sink):
         return cls(cfg.output.compression)
 
     def write(self, shard: ShardOutput) -> dict[str, Any]:
-        """The shard's Parquet file; its entry is the shard's publish marker."""
-        import pyarrow.parquet as pq
+        """The shard's Parquet file of `shard.schema`: its one part linked when it holds just that, else
+        its parts rewritten into it; its entry is the shard's publish marker."""
+        import pyarrow as pa
 
-        from ylink_data.io.parquet import ParquetFileWriter
+        from ylink_data.core.schema import DOCUMENT_SCHEMA
+        from ylink_data.io.parquet import file_schema, rewrite
 
         path = shard.path(self.folder, ".parquet")
         target = join(shard.root, path)
         parts = shard.parts
-        if len(parts) == 1 and not shard.dropped:  # else rewritten without the dropped columns
+        schema = shard.schema
+        if schema is None:
+            own = file_schema(shard.fs, parts[0]["path"]) if parts else DOCUMENT_SCHEMA
+            schema = pa.schema([f for f in own if f.name not in shard.dropped])
+        if len(parts) == 1 and file_schema(shard.fs, parts[0]["path"]) == schema:
             publish_copy(shard.fs, parts[0]["path"], target)
             rows, nbytes, sha = parts[0]["rows"], parts[0]["bytes"], parts[0]["sha256"]
         else:
-            writer = ParquetFileWriter(shard.fs, target, self.compression)
-            for part in parts:
-                with shard.fs.open(part["path"], "rb") as f:
-                    pf = pq.ParquetFile(f)
-                    for i in range(pf.num_row_groups):
-                        table = pf.read_row_group(i)
-                        writer.write(table.drop_columns([c for c in shard.dropped if c in table.column_names]))
-            written = writer.close()
+            written = rewrite(shard.fs, [part["path"] for part in parts], target, schema, self.compression)
             rows, nbytes, sha = written.rows, written.bytes, written.sha256
         entry = {"path": path, "rows": rows, "bytes": nbytes, "sha256": sha}
         if shard.tier is not None:

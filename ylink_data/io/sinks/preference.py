@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 class PreferenceSink(JsonlSink):
     name = "preference"
     key = "preference_format"
+    makers = ("preference_pairs",)
+
+    @classmethod
+    def columns_needed(cls) -> tuple[tuple[str, ...], ...]:
+        from ylink_data.io.preference import PREFERENCE_COLUMNS
+
+        return (PREFERENCE_COLUMNS,)
 
     def columns(self, schema: "pa.Schema") -> list[str]:
         from ylink_data.io.preference import preference_needed

@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 class PromptsSink(JsonlSink):
     name = "prompts"
     key = "prompts_format"
+    makers = ("instruct_generate", "preference_pairs", "qa_extract", "qa_generate", "respond")
+
+    @classmethod
+    def columns_needed(cls) -> tuple[tuple[str, ...], ...]:
+        from ylink_data.io.preference import PROMPT_COLUMNS
+
+        return tuple((c,) for c in PROMPT_COLUMNS)
 
     def columns(self, schema: "pa.Schema") -> list[str]:
         from ylink_data.io.preference import prompts_needed

@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 class SftSink(JsonlSink):
     name = "sft"
     key = "sft_format"
+    makers = ("qa_extract", "qa_generate", "respond")
+
+    @classmethod
+    def columns_needed(cls) -> tuple[tuple[str, ...], ...]:
+        from ylink_data.io.sft import PAIR_COLUMNS
+
+        return PAIR_COLUMNS
 
     def columns(self, schema: "pa.Schema") -> list[str]:
         from ylink_data.io.sft import needed_columns

@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ylink_data.core.parquet import read_table
+
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -104,8 +106,7 @@ def read_edges(fs: fsspec.AbstractFileSystem, folder: str, partition: int) -> tu
         return np.empty(0, np.int64), np.empty(0, np.int64)
     tables = []
     for file in files:
-        with fs.open(file, "rb") as f:
-            tables.append(pq.read_table(f))
+        tables.append(read_table(fs, file))
     table = pa.concat_tables(tables)
     return table.column("a").to_numpy(), table.column("b").to_numpy()
 

@@ -11,7 +11,8 @@ import pyarrow as pa
 from ylink_data.text.transform.units import unit_languages
 from ylink_data.text.dedup.minhash import (DEFAULT_NUM_PERM, DEFAULT_SEED, DEFAULT_THRESHOLD, is_empty, lsh_params, shingle_hashes,
                       signatures_from_hashes)
-from ylink_data.text.dedup.verified import bucket_edges, pair_jaccard, priorities, resolve
+from ylink_data.text.dedup.keep import DEFAULT_KEEP, boilerplate_counts, priorities
+from ylink_data.text.dedup.verified import bucket_edges, pair_jaccard, resolve
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 # Weights for datasketch's optimal_param: recall first. Every candidate pair is verified by its exact
@@ -55,18 +56,20 @@ def source_keys(sources: Sequence[str | None]) -> np.ndarray:
 def near_duplicates(texts: Sequence[str], langs: Sequence[str | None] | None = None, *,
                     threshold: float = DEFAULT_THRESHOLD, num_perm: int = DEFAULT_NUM_PERM,
                     seed: int = DEFAULT_SEED, bands: int | None = None, rows: int | None = None,
-                    keep: str = "longest", verify: bool = True) -> np.ndarray:
+                    keep: str = DEFAULT_KEEP, verify: bool = True) -> np.ndarray:
     """For a list of texts, the index of the kept document each one is a near copy of (its own
     index where it is kept): the `minhash_dedup` op's decisions with its defaults, in memory
     (candidates from LSH buckets, each removal verified by the exact Jaccard of shingle sets
-    against a kept document, the longest kept first). For a corpus, run the op."""
+    against a kept document, the one with the fewest boilerplate lines kept first: `dedup.keep`).
+    For a corpus, run the op."""
     texts = [t or "" for t in texts]
     langs = unit_languages("auto", pa.array(texts, pa.large_string()), langs)
     b, r = lsh_params(threshold, num_perm, FALSE_POSITIVE_WEIGHT, FALSE_NEGATIVE_WEIGHT, bands=bands, rows=rows)
     hashes, offsets = shingle_hashes(texts, langs)
     sigs = signatures_from_hashes(hashes, offsets, num_perm=num_perm, seed=seed)
     valid = np.flatnonzero(~np.asarray(is_empty(sigs), bool).reshape(-1))
-    priority = priorities(keep, np.array([len(t) for t in texts], np.int64))
+    boilerplate = boilerplate_counts(texts, langs) if keep == "least_boilerplate" else None
+    priority = priorities(keep, np.array([len(t) for t in texts], np.int64), boilerplate=boilerplate)
     node = np.repeat(valid, b)
     m, f, pm, pf = bucket_edges(band_keys(sigs[valid], b, r).reshape(-1), node, priority[node])
     if verify:

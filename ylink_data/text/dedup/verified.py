@@ -3,11 +3,11 @@ one that is kept. Pure functions on arrays, shared by the `minhash_dedup` op (ou
 `lsh.near_duplicates` (in memory), so both decide alike.
 
 1. **Rank.** Every document has a rank, a total order: documents of an earlier run's index first
-   (node < 0: they are already published, so they are kept), then by `priority` (lower first:
-   minus the length for `keep: longest`, minus the score for `highest_score`, 0 for `first`), then
-   by input order (node). The best-ranked document of a group is the one kept.
+   (node < 0: they are already published, so they are kept), then by `priority` (lower first: the
+   `keep` policy's, `dedup.keep.priorities`), then by input order (node). The best-ranked document of a group is the one kept.
 2. **Candidates** (`bucket_edges`): in each LSH bucket, every document is a candidate copy of the
-   bucket's best-ranked document. A document shares ~all its buckets with a near copy, so its
+   bucket's best-ranked document other than itself (an earlier run's entry of the same document id
+   is itself: a run that reads its documents again never finds them as their own copies). A document shares ~all its buckets with a near copy, so its
    candidates include the best-ranked near copy it has, whatever the cluster around them.
 3. **Verification**: each candidate pair's exact Jaccard of shingle sets (`kernels.pair_jaccard`);
    pairs below the threshold are no evidence and are dropped.
@@ -18,7 +18,9 @@ one that is kept. Pure functions on arrays, shared by the `minhash_dedup` op (ou
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -34,30 +36,41 @@ def _ranked_priority(node: np.ndarray, priority: np.ndarray) -> np.ndarray:
     return np.where(node < 0, -np.inf, priority)
 
 
-def priorities(keep: str, length: np.ndarray, score: np.ndarray | None = None) -> np.ndarray:
-    """Each document's priority (lower is kept first) for a `keep` policy: `longest` (characters),
-    `highest_score` (a missing score ranks last), `first` (input order alone)."""
-    if keep == "longest":
-        return -np.asarray(length, np.float64)
-    if keep == "highest_score":
-        s = np.asarray(score, np.float64)
-        return np.where(np.isnan(s), np.inf, -s)
-    return np.zeros(len(length), np.float64)
-
-
-def bucket_edges(key: np.ndarray, node: np.ndarray, priority: np.ndarray
+def bucket_edges(key: np.ndarray, node: np.ndarray, priority: np.ndarray, ident: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Candidate pairs from bucket rows (key, node, priority): each document of a bucket paired with
-    the bucket's best-ranked document, once per pair. Returns (m, f, priority of m, priority of f),
-    f ranking before m. Earlier runs' documents (node < 0) are never an m: they are not decided."""
+    the bucket's best-ranked document that is not itself, once per pair. Returns (m, f, priority of
+    m, priority of f), f ranking before m. Earlier runs' documents (node < 0) are never an m: they
+    are not decided.
+
+    `ident` (one value per row, `identities` of the document ids) says which rows are the same
+    document: an earlier run's entry of a document this run reads again has its id. A document is
+    never paired with a row of its own id; it is paired with the best-ranked row of another id
+    instead (the first row whose id differs from the head's: of two different ids, at most one is
+    its own). Without `ident`, each node is its own identity."""
+    ident = node if ident is None else ident
     order = np.lexsort((node, _ranked_priority(node, priority), key))
-    key, node, priority = key[order], node[order], priority[order]
+    key, node, priority, ident = key[order], node[order], priority[order], ident[order]
+    at = np.arange(key.size)
     new = np.r_[True, key[1:] != key[:-1]] if key.size else np.zeros(0, bool)
-    head = np.flatnonzero(new)[np.cumsum(new) - 1]
-    pair = ~new & (node != node[head]) & (node >= 0)
-    m, f, pm, pf = node[pair], node[head[pair]], priority[pair], priority[head[pair]]
+    bucket = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    head = starts[bucket]
+    differs = ident != ident[head]
+    # Per bucket, the first row whose identity differs from the head's (key.size: none).
+    other = np.minimum.reduceat(np.where(differs, at, key.size), starts) if key.size else np.zeros(0, np.int64)
+    best = np.where(differs, head, other[bucket])  # the best-ranked row that is not this document
+    pair = (best < at) & (node >= 0)
+    m, f, pm, pf = node[pair], node[best[pair]], priority[pair], priority[best[pair]]
     once = first_of_pairs(m, f)
     return m[once], f[once], pm[once], pf[once]
+
+
+def identities(ids: Sequence[str]) -> np.ndarray:
+    """A 64-bit identity per document id (blake2b of its UTF-8): equal ids, equal identities; two
+    different ids collide with probability 2**-64, which only loses that one candidate pair."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(i.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                                       "little") for i in ids), np.uint64, count=len(ids))
 
 
 def first_of_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Token ids as Arrow columns: `token_ids` (list<uint16> when the vocabulary fits, else list<uint32>)
+"""Token ids as Arrow columns: `token_ids` (list<uint16> when the tokenizer's largest id fits, else list<uint32>)
 and `num_tokens` (int32), each document's ids exactly `Tokenizer.encode(text).ids`, followed by the
 end-of-document id when one is given."""
 from __future__ import annotations

@@ -15,6 +15,10 @@ normalisation is the pipeline's `normalize` op's job, where it is recorded.
 
 Special tokens: `<|endoftext|>` (id 0, the end-of-document token the `tokenize` op appends) and
 `<|pad|>` (id 1). Padding is not switched on in the file (a batch encode would pad every text).
+tokenizer.json has no place for a token's role, so `hf_config()` is the `tokenizer_config.json`
+written beside it: it declares `<|endoftext|>` as `eos_token` (Megatron's end-of-document, `.eod`
+and `.eos_id` of megatron-core's `HuggingFaceTokenizer`) and `<|pad|>` as `pad_token`;
+`megatron_metadata()` is megatron-core's own `tokenizer_metadata.json`.
 
 Reproducible: the BPE trainer has no randomness (its counts are sums and its ties are broken by
 the pair's ids), so the same documents give a byte-identical tokenizer.json. The seed only chooses
@@ -40,6 +44,30 @@ PRETOKENIZE_PATTERN = (
     r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"      # punctuation and symbols
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"            # line breaks, then other white space
 )
+
+
+def hf_config() -> dict:
+    """`tokenizer_config.json` for a folder holding this module's tokenizer.json: what
+    `transformers.AutoTokenizer.from_pretrained(folder)` and so megatron-core's `HuggingFaceTokenizer`
+    (`--tokenizer-type HuggingFaceTokenizer --tokenizer-model folder`) need beyond the file: which
+    class reads it and the special tokens' roles."""
+    eos, pad = SPECIAL_TOKENS
+    return {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "pad_token": pad, "bos_token": None,
+            "unk_token": None, "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
+            "model_max_length": 1 << 60}
+
+
+def megatron_metadata() -> dict:
+    """`tokenizer_metadata.json`: what megatron-core's `MegatronTokenizer.from_pretrained(folder)`
+    reads to pick its wrapper (Hugging Face's library, the GPT model type)."""
+    return {"library": "huggingface", "class_name": None, "class_path": None, "model_type": "gpt",
+            "chat_template": None}
+
+
+def special_tokens_map() -> dict:
+    """`special_tokens_map.json`, the same roles for older readers of the folder."""
+    eos, pad = SPECIAL_TOKENS
+    return {"eos_token": eos, "pad_token": pad}
 
 
 def new_tokenizer() -> Tokenizer:

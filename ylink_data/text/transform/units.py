@@ -31,6 +31,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ylink_data.core.startup import startup
 from ylink_data.text.transform.script import is_unspaced, written_unspaced
 
 _LINE_BREAKS = re.compile(r"\n+")
@@ -368,9 +369,10 @@ def _han_segmenter():
 @lru_cache(maxsize=None)
 def load_segmenter() -> None:
     """Load jieba's dictionary now (about a second), not on the first Chinese document: outside
-    any document's time limit, which it would outlast. Once per process."""
-    loaded_jieba()
-    _han_segmenter()("预热")
+    any document's time limit, which it would outlast. Once per process: start-up, not a document's work."""
+    with startup():
+        loaded_jieba()
+        _han_segmenter()("预热")
 
 
 # jieba's own split of a text into blocks (re_han_default): runs of Han characters, ASCII letters,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import fsspec
 
 from ylink_data.core.errors import InputError
-from ylink_data.core.paths import ASSETS
+from ylink_data.core.paths import ASSETS, package_path
 
 
 def parse_entries(lines: list[str]) -> list[str]:
@@ -25,7 +25,7 @@ def bundled_list(kind: str, name: str) -> list[str]:
 def read_list(path: str, what: str = "list") -> list[str]:
     """Entries of the list file at `path` (local path or fsspec URL)."""
     try:
-        with fsspec.open(path, "rt", encoding="utf-8", errors="replace", compression="infer") as f:
+        with fsspec.open(package_path(path), "rt", encoding="utf-8", errors="replace", compression="infer") as f:
             lines = f.read().splitlines()
     except Exception as exc:  # fsspec backends raise their own types
         raise InputError(f"{what}: cannot read list {path!r}: {type(exc).__name__}: {exc}") from None
