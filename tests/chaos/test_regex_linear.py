@@ -12,7 +12,10 @@ Before this issue's rewrites: 19 patterns failed (redaction's user info and JWT 
 key block, HTML tags and links in extraction and QA, the <meta> charset, sentence ends of c4 and
 chunking, WARC and ARC header lines, the PDF /Filter array, the ${VAR:-default} reference, the
 Evol-Instruct label, a tokenizer's URL, Markdown front matter's title, DOCX list items, the report's
-SVG metadata, and the cache's byte counts).
+SVG metadata, and the cache's byte counts). Then inputs with a stopping tail (a pump's prefix, its body's
+character repeated, one character it does not take: "Question" + spaces + "a") found 7 more:
+trailing spaces, Markdown heading titles (three), the Q/A markers, the version before a number and
+spaCy's dot-run suffix.
 
 The probe runs in a process of its own under a CPU-time limit (RLIMIT_CPU, which stops C code too),
 so that a pattern that never ends (exponential backtracking) fails this test, named, instead of
