@@ -44,7 +44,8 @@ both, the request's `sent` counts the body bytes written and `hung_up` says the 
 connection before the answer ended.
 
 Any answer: `server.answer(content, match=...)` answers with `content` as the message's text (a
-well-formed chat completion; JSON's ASCII escapes carry what UTF-8 cannot, a lone surrogate).
+well-formed chat completion; JSON's ASCII escapes carry what UTF-8 cannot, a lone surrogate), and
+`finish_reason="length"` says it was cut off at max_tokens.
 
 Answers that quote credentials: "quote_auth" answers as usual but quotes the request's credential
 headers (CREDENTIAL_HEADERS: Authorization, X-Api-Key), as sent, upper-cased and lower-cased, in its
@@ -190,6 +191,7 @@ class Fault:
     retry_after: float | None = None
     seconds: float | None = None
     content: str | None = None  # "content": the answer's text, as given
+    finish_reason: str = "stop"  # "content": why the answer ended ("length": cut off at max_tokens)
 
 
 @dataclass
@@ -225,17 +227,18 @@ class LLMServer:
 
     # -- control -------------------------------------------------------------------------------
     def fail(self, kind: str, times: int = 1, match: str | None = None, retry_after: float | None = None,
-             seconds: float | None = None, content: str | None = None) -> None:
+             seconds: float | None = None, content: str | None = None, finish_reason: str = "stop") -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown fault {kind!r}; known: {', '.join(KINDS)}")
         with self._lock:
             self._faults.append(Fault(kind, times, re.compile(match) if match else None, retry_after, seconds,
-                                      content))
+                                      content, finish_reason))
 
-    def answer(self, content: str, match: str | None = None, times: int = 1) -> None:
+    def answer(self, content: str, match: str | None = None, times: int = 1, finish_reason: str = "stop") -> None:
         """The next `times` requests (matching `match`) are answered with `content` as the message's
-        text, in a well-formed chat completion (a lone surrogate in it is sent as its JSON escape)."""
-        self.fail("content", times=times, match=match, content=content)
+        text, in a well-formed chat completion (a lone surrogate in it is sent as its JSON escape),
+        ended for `finish_reason` ("length": cut off at max_tokens)."""
+        self.fail("content", times=times, match=match, content=content, finish_reason=finish_reason)
 
     def reset(self) -> None:
         with self._lock:
@@ -344,7 +347,8 @@ class LLMServer:
         with self._lock:
             for k in ("prompt_tokens", "completion_tokens"):
                 self.usage_sent[k] += usage[k]
-        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        choice = {"index": 0, "message": {"role": "assistant", "content": content},
+                  "finish_reason": fault.finish_reason if kind == "content" else "stop"}
         answer = {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                   "model": body.get("model"), "choices": [choice], "usage": usage}
         if kind == "no_choices":

@@ -156,3 +156,112 @@ def verdicts(rng: random.Random, real: list[str]) -> list[Said]:
         if said.winner == "pending":
             said.winner = json.loads(said.text)["winner"]
     return out
+
+
+# ----------------------------------------------------------------------------- issue 39, point 10
+# The grammar of a judge's answer, generated: every label form times every way of writing a value
+# times every way of going on after it. Each piece says what it does to the answer (a score, a
+# verdict, or nothing usable), so the expectation of every product comes from how it was built.
+# The table of the issue: each answer was stored as the wrong score before.
+ISSUE_39_SCORES = ("Score: 1e309", "8e-1", "Score: 8e-1", "Score: 1.5e1", "Score: 4,5", "Score: 2-5", "Score: 7 to 8",
+                   "Score: 0x5", "Score: 1_0", "Score: 5½", "Score: 7 / 10 / 2", '{"score":0,"score":5}')
+ISSUE_39_VERDICTS = ('{"winner":"A","winner":"B"}', "Winner: A or B")
+
+
+def score_values(k: int, low: int, high: int) -> list[tuple[str, float | None]]:
+    """Ways of writing score k on [low, high] (k < high), with the score each states, or None: a
+    plain number, a fraction of the top, decorated, with its unit; and what is no plain number
+    (exponents, hexadecimal, separators, vulgar fractions, signs, other digits), ranges and
+    alternatives, fractions of another top or of a fraction, scores off the scale."""
+    other = next(t for t in (3, 4, 5, 10, 100) if t != high)
+    valid = [(f"{k}", k), (f"{k}.0", k), (f"{k}.5", k + 0.5), (f"0{k}", k), (f"{k}/{high}", k), (f"{k} / {high}", k),
+             (f"{k} out of {high}", k), (f"**{k}**", k), (f"[[{k}]]", k), (f"({k})", k), (f"{k}分", k),
+             (f"[[{k}/{high}]]", k), (f"{k}.", k)]
+    if low == 0:
+        valid.append(("-0", 0))
+    invalid = [f"{k}e0", f"{k}E1", f"{k}.5e1", "1e309", f"{k}e-1", f"0x{k}", f"{k}_0", f"{k},5", f"{k}½", f"+{k}",
+               chr(0xFF10 + k), f"{k}/{other}", f"{k}/{high}/2", f"{k}-{k + 1}", f"{k} to {k + 1}", f"{k} or {k + 1}",
+               f"{k}~{k + 1}", ".5", f"{k}%", "seven", f"{high + 1}", f"{low - 1}", f"{k}.5.1", f"{k}²", f"{k}x"]
+    return [(v, float(s)) for v, s in valid] + [(v, None) for v in invalid]
+
+
+# What may follow a score on its line: words (kept: they are the score line's, not its reason), or
+# words holding another number (ambiguous: which number is the score?).
+SCORE_TRAILERS = (("", True), (".", True), (" ", True), (". The answer is clear and complete.", True),
+                  (" - clear, but terse", True), ("，理由充分。", True), ("。回答完整。", True), (" points", True),
+                  (" (on a 1-10 scale)", False), (", maybe 8 on a second reading", False), (" (2 criteria met)", False),
+                  ("; 二级标准", True), (" ½", False), ("，满分十分", True))
+
+
+def score_shapes(rng: random.Random, real: list[str], low: int, high: int) -> list[ScoreLines]:
+    """`Score: N` answers: every label and decoration (drawn for each value) times every value of
+    `score_values` times every trailer, with a sentence of real text before or after; the score a
+    valid value with a number-free trailer states, else None."""
+    labels = ("Score", "Rating", "评分", "得分", "分数", "Educational score", "Total score", "Final score", "总分", "最终评分")
+    decorations = (("", ""), ("**", "**"), ("## ", ""), ("- ", ""), ("**", ":**"))
+    out = []
+    for k in (low, low + 1, high - 1):
+        for value, score in score_values(k, low, high):
+            for trailer, clean in SCORE_TRAILERS:
+                before, after = rng.choice(decorations)
+                colon = "" if after.endswith(":**") else rng.choice((":", "：", ": "))
+                line = f"{before}{rng.choice(labels)}{after}{colon} {value}{trailer}"
+                said = score if clean and score is not None and low <= score <= high else None
+                text = f"{rng.choice(real)}\n{line}" if rng.random() < 0.5 else f"{line}\n{rng.choice(real)}"
+                out.append(ScoreLines(f"line {line!r}", text, said))
+    return out
+
+
+def json_score_shapes(rng: random.Random, real: list[str], low: int, high: int) -> list[ScoreLines]:
+    """JSON answers: the score as a JSON number or string written in every way of `score_values`
+    (a JSON number only where it is one), and objects that name a key twice (ambiguous, whichever
+    one a parser would keep; nested too)."""
+    out = []
+    k = rng.randint(low, high - 1)
+    for value, score in score_values(k, low, high):
+        reason = rng.choice(real)
+        out.append(ScoreLines(f"JSON string {value!r}", json.dumps({"score": value, "reason": reason}),
+                              score if score is not None and low <= score <= high else None))
+        try:
+            json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(json.loads(value), int | float) and not isinstance(json.loads(value), bool):
+            out.append(ScoreLines(f"JSON number {value}", f'{{"score": {value}, "reason": {json.dumps(reason)}}}',
+                                  score if score is not None and low <= score <= high else None))
+    a, b = rng.sample(range(low, high + 1), 2)
+    reason = json.dumps(rng.choice(real))
+    for name, text in (("score twice, two values", f'{{"score": {a}, "score": {b}}}'),
+                       ("score twice, one value", f'{{"score": {a}, "reason": {reason}, "score": {a}}}'),
+                       ("reason twice", f'{{"score": {a}, "reason": {reason}, "reason": "other"}}'),
+                       ("a key twice in a nested object", f'{{"score": {a}, "detail": {{"x": 1, "x": 2}}}}'),
+                       ("score twice, fenced", f'```json\n{{"score": {a}, "score": {b}}}\n```')):
+        out.append(ScoreLines(name, text, None))
+    return out
+
+
+def verdict_shapes(rng: random.Random, real: list[str]) -> list[Said]:
+    """Pairwise answers: every verdict label times every way of writing a verdict times every trailer;
+    a trailer that names another verdict ("A or B", "A, B on reflection") makes the answer ambiguous,
+    one that names the same one or none keeps it. JSON with `winner` named twice is ambiguous."""
+    labels = ("Winner", "Verdict", "胜者", "结论", "**Winner**", "## Verdict", "- Winner")
+    out = []
+    for w in ("A", "B", "tie"):
+        other = {"A": "B", "B": "A", "tie": rng.choice("AB")}[w]
+        forms = [(w, w), (f"[[{w}]]", w), (f"**{w}**", w), (f'"{w}"', w), (w.lower(), w)]
+        if w == "tie":
+            forms.append(("平局", "tie"))
+        forms += [(f"Assistant {w}", None), ("C", None), ("AB", None), ("both", None), (f"{w}{w}", None)]
+        trailers = [("", True), (".", True), (f". {w} is clearer and more accurate.", True),
+                    ("，因为它更准确。", True), (f" or {other}", False), (f", then {other} on reflection", False),
+                    (" (a tie)" if w != "tie" else f" ({other} is close)", False)]
+        for form, said in forms:
+            for trailer, clean in trailers:
+                line = f"{rng.choice(labels)}{rng.choice(':：')} {form}{trailer}"
+                reason = rng.choice(real)
+                out.append(Said(f"line {line!r}", f"{reason}\n{line}" if rng.random() < 0.5 else f"{line}\n{reason}",
+                                said if clean else None))
+        out.append(Said(f"JSON winner {w} twice", f'{{"winner": "{w}", "winner": "{w}"}}', None))
+        out.append(Said(f"JSON winners {w} and {other}", f'{{"winner": "{w}", "reason": "x", "winner": "{other}"}}', None))
+        out.append(Said(f"JSON winner {w} or {other}", json.dumps({"winner": f"{w} or {other}"}), None))
+    return out

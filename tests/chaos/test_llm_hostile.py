@@ -20,12 +20,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from tests.chaos.hostile_answers import junk, score_lines, scores, strings, verdicts
+from tests.chaos.hostile_answers import (ISSUE_39_SCORES, ISSUE_39_VERDICTS, json_score_shapes, junk, score_lines,
+                                         score_shapes, scores, strings, verdict_shapes, verdicts)
 from tests.chaos.processes import ylink
 from tests.llmserver import UNUSABLE, LLMServer
 from ylink_data import run
 from ylink_data.core.digest import seal, unseal
-from ylink_data.io.llm.client import MAX_BODY_BYTES, RAW_CHARS
+from ylink_data.io.llm.answer import Unusable, read
+from ylink_data.io.llm.client import MAX_BODY_BYTES, RAW_CHARS, Reply
+from ylink_data.ops.judge_parse import parse_score, parse_winner
 from ylink_data.engine.stats import check_invariant
 
 # No well-known token shape and letters in it, so that its upper and lower case differ from it.
@@ -484,3 +487,84 @@ def test_a_flow_whose_judge_cannot_reach_its_server_stops_there(tmp_path, shared
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ylink:")]
     assert len(errors) == 1 and f"4 of 4 requests could not reach the model server at {url}" in errors[0], proc.stderr
     assert "judge_score" not in proc.stderr and not (tmp_path / "annotated" / "manifest.json").exists()
+
+
+# ----------------------------------------------------------------------------- issue 39, point 10
+# One strict grammar for scores and verdicts (ops/judge_parse.py), generated as a product of label
+# forms, values and what follows them (tests/chaos/hostile_answers.py). Before, "Score: 1e309" was
+# stored as 1, "8e-1" as 8, "4,5" as 4, "2-5" as 2, "7 / 10 / 2" as 7, {"score":0,"score":5} as 5,
+# "Winner: A or B" as A, "-0" as -0.0; and an answer cut at max_tokens was scored as it was.
+
+def _said(reply: Reply, parse) -> object:
+    value = read(reply, parse)
+    return None if isinstance(value, Unusable) else value[0]
+
+
+def test_every_generated_answer_shape_is_read_by_one_strict_grammar(shared_data):
+    rng = random.Random(39)
+    real = _real_sentences(shared_data, 40)
+    for low, high in ((0, 5), (1, 10)):
+        cases = score_shapes(rng, real, low, high) + json_score_shapes(rng, real, low, high)
+        assert len(cases) > 1000 and sum(c.score is None for c in cases) > len(cases) // 3
+        for c in cases:
+            got = _said(Reply(c.text, finish_reason="stop"), lambda t: parse_score(t, low, high))
+            assert got == c.score and (got is None or str(got) != "-0.0"), (c.name, c.text, got, c.score)
+            cut = read(Reply(c.text, finish_reason="length"), lambda t: parse_score(t, low, high))
+            assert isinstance(cut, Unusable) and cut.error.startswith("truncated answer: "), c.name
+    for answer in ISSUE_39_SCORES:
+        assert _said(Reply(answer), lambda t: parse_score(t, 0, 10)) is None, answer
+    assert _said(Reply("Score: -0"), lambda t: parse_score(t, 0, 10)) == 0.0
+    assert str(_said(Reply("Score: -0"), lambda t: parse_score(t, 0, 10))) == "0.0"
+    said = verdict_shapes(rng, real)
+    assert len(said) > 200 and sum(s.winner is None for s in said) > len(said) // 3
+    for s in said:
+        assert _said(Reply(s.text), parse_winner) == s.winner, (s.name, s.text)
+        if s.winner is not None:
+            assert read(Reply(s.text, finish_reason="length"), parse_winner).error.startswith("truncated answer: ")
+    for answer in ISSUE_39_VERDICTS:
+        assert _said(Reply(answer), parse_winner) is None, answer
+
+
+def test_generated_answer_shapes_in_a_run_kept_as_said_or_quarantined(tmp_path, shared_data):
+    """The grammar's shapes through the real server in one judge run (a sample of them), each also
+    cut at max_tokens: a row keeps the score its answer states, or is quarantined, `unusable_response`
+    or `truncated`; respond and qa_generate quarantine a cut answer the same way."""
+    rng = random.Random(3910)
+    real = _real_sentences(shared_data, 80)
+    shapes = score_shapes(rng, real[:40], 0, 5)
+    cases = rng.sample(shapes, 150) + json_score_shapes(rng, real[:40], 0, 5)
+    cases += [c for c in score_lines(rng, real[:40], 0, 5)]
+    cut = [c for c in rng.sample(shapes, 60) if c.score is not None][:20]
+    docs = [_case_doc(k, real[40 + k % 40]) for k in range(len(cases) + len(cut))]
+    with LLMServer() as server:
+        for k, c in enumerate(cases):
+            server.answer(c.text, match=_case_match(k))
+        for k, c in enumerate(cut, start=len(cases)):
+            server.answer(c.text, match=_case_match(k), finish_reason="length")
+        cfg, out = _run_cases(tmp_path, server, docs, {"judge": {"rubric": "edu"}})
+        result = run(cfg, progress=False)
+    assert check_invariant(result.stats) is None
+    kept, _ = _outcomes(out, "text", ("judge_score",))
+    reasons = {e["id"]: e["reason"] for e in _quarantine(out)}
+    for k, c in enumerate(cases):
+        assert kept.get(docs[k], (None,))[0] == c.score, (c.name, c.text)
+    assert all(docs[k] not in kept for k in range(len(cases), len(docs)))
+    assert sorted(reasons.values()) == sorted(["unusable_response"] * sum(c.score is None for c in cases)
+                                              + ["truncated"] * len(cut))
+    counters = _stage_named(result.stats, "judge")["counters"]
+    assert counters["truncated"] == len(cut) and counters["quarantined_truncated"] == len(cut)
+
+    for stage, good in (({"respond": {}}, "an answer"), ({"qa_generate": {"pairs": 1, "min_support": 0}},
+                                                         json.dumps({"pairs": [{"question": "q?", "answer": "a"}]}))):
+        name = next(iter(stage))
+        docs = [_case_doc(k, t) for k, t in enumerate(real[:4])]
+        with LLMServer() as server:
+            for k in range(4):
+                server.answer(good, match=_case_match(k), finish_reason="length" if k % 2 else "stop")
+            (tmp_path / name).mkdir()
+            cfg, out = _run_cases(tmp_path / name, server, docs, stage)
+            result = run(cfg, progress=False)
+        entries = _quarantine(out)
+        assert sorted(e["reason"] for e in entries) == ["truncated", "truncated"], (name, entries)
+        assert all(e["error"].startswith("truncated answer: ") and "llm.max_tokens" in e["error"] for e in entries)
+        assert result.stats["quarantined"] == 2 and check_invariant(result.stats) is None

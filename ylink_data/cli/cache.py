@@ -196,7 +196,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint) -> int:
 
 def parse_bytes(text: str) -> int:
     """'500G', '1.5T', '2000000' or '64MiB' -> bytes (K, M, G, T: powers of 1024)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", text.strip().lower())
     if not match:
         raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 500G, 64M or 2000000)")
     return int(float(match[1]) * _UNITS[match[2]])

@@ -8,7 +8,7 @@ from typing import Any
 
 # `${VAR}`, or `${VAR:-default}` as in the shell: the default when VAR is unset or empty (written in
 # the YAML, so no credential: a local server's address that `ylink validate` can check).
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^{}]*))?\}")  # a default ends at "{" too: linear
 
 
 class EnvExpansion:

@@ -34,8 +34,10 @@ _SECRET_WORDS = frozenset({
 # Words of a name: snake_case, kebab-case, camelCase and ACRONYMCase all split the same way.
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
-# scheme://user:password@host: everything before the last @ of the authority.
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
+# scheme://user:password@host: everything before the last @ of the authority. A scheme starts where a
+# run of scheme characters does (not at every \b inside "a-a-a-...", each of which would scan the run
+# to its end: quadratic).
+_USERINFO = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
 # name=value in a query string, a connection string (`;`) or free text; never inside a path, so
 # that `s3://b/key=1/` (Hive partitions) is left alone.
 _PAIR = re.compile(r"(?:^|(?<=[?&;\s,\"'(]))([A-Za-z][\w.-]*)=([^&;\s\"',)<>]+)")
@@ -45,12 +47,20 @@ _TOKEN_SHAPES = re.compile("|".join([
     r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",  # GitHub tokens
     r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",
     r"\bsk-[A-Za-z0-9_-]{20,}",  # OpenAI-style API keys (sk-..., sk-proj-..., sk-ant-...)
-    r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",  # JWTs
+    # JWTs: eyJ at the start of a run of token characters or after a `-` in it. The run is looked at
+    # from its start only: first checked once to be a JWT's first two parts (the look-ahead), then
+    # its parts before the eyJ are kept (`pre`). `\beyJ...` scanned the run to its end from every
+    # `-eyJ` in it: quadratic on "eyJ-eyJ-eyJ-...".
+    r"(?<![A-Za-z0-9_-])(?=[A-Za-z0-9_-]*\.eyJ[A-Za-z0-9_-]{5,}\.)(?P<pre>(?:[A-Za-z0-9_]*-)*?)"
+    r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
     r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack tokens
     r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API keys
     r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}==",  # Azure storage account keys
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",
-]), re.S)
+]))
+# Private key blocks, from a BEGIN line to the first END line after it (`_mask_private_keys`: a
+# pattern `BEGIN.*?END` scans to the text's end from every BEGIN that has no END).
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+_KEY_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
 
 
 # A tokenizer's special tokens (`eod_token: "<|endoftext|>"`, `bos_token`...) are vocabulary, not
@@ -122,7 +132,17 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
 def _redact_text(text: str, known: tuple[str, ...]) -> str:
     text = _mask_pairs(_mask_userinfo(_mask_known(text, known)))
     text = _AUTH_SCHEME.sub(lambda m: f"{m[1]} {MASK}", text)
-    return _TOKEN_SHAPES.sub(MASK, text)
+    return _TOKEN_SHAPES.sub(lambda m: (m["pre"] or "") + MASK, _mask_private_keys(text))
+
+
+def _mask_private_keys(text: str) -> str:
+    if "PRIVATE KEY-----" not in text:
+        return text
+    out, pos = [], 0
+    while (begin := _KEY_BEGIN.search(text, pos)) and (end := _KEY_END.search(text, begin.end())):
+        out += [text[pos:begin.start()], MASK]
+        pos = end.end()
+    return "".join(out) + text[pos:]
 
 
 def _mask_known(text: str, known: tuple[str, ...]) -> str:

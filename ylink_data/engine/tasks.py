@@ -421,8 +421,10 @@ def _read_parts(spec: TaskSpec, layout: RunLayout, stats: TaskStats, out: TaskOu
 # An op's error that starts with one of these is quarantined with its reason (ops/base.py
 # BatchResult), any other with `error`: `timeout` (a time limit, a model server that never answered
 # in time), `unusable_response` (a model server's answer that is no chat completion, io/llm/client.py,
-# or whose content cannot be read or stored, "unusable answer: ...", io/llm/answer.py).
-ERROR_REASONS = {"timeout": "timeout", "unusable_response": "unusable_response", "unusable answer": "unusable_response"}
+# or whose content cannot be read or stored, "unusable answer: ...", io/llm/answer.py), `truncated`
+# (an answer the server cut off at max_tokens, "truncated answer: ...", io/llm/answer.py).
+ERROR_REASONS = {"timeout": "timeout", "unusable_response": "unusable_response", "unusable answer": "unusable_response",
+                 "truncated answer": "truncated"}
 
 
 def _apply(op: MapOp, idx: int, name: str, table: pa.Table, stats: TaskStats, out: TaskOutput) -> pa.Table:

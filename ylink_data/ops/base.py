@@ -59,8 +59,8 @@ class BatchResult:
     """An op's verdict on a batch: `table` has the same rows as the input (columns may be changed or
     added); `dropped[i]` is a reason to drop row i (None keeps it); `errors[i]` quarantines row i
     (a message starting with "timeout" is quarantined with that reason, one starting with
-    "unusable_response" or "unusable answer" as `unusable_response`, others with `error`:
-    engine/tasks.py ERROR_REASONS).
+    "unusable_response" or "unusable answer" as `unusable_response`, one starting with "truncated
+    answer" as `truncated`, others with `error`: engine/tasks.py ERROR_REASONS).
 
     Fan-out (one document -> several rows: chunks, question-answer pairs): `parents[j]` is the input
     row that row j of `table` came from, in input order, and every input row has at least one row

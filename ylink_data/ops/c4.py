@@ -49,7 +49,7 @@ from ylink_data.ops.gopher import MeasuredOp, Rule
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 # A sentence ends at . ! ? (repeated), optionally followed by closing quotes/brackets, then a space.
-_EN_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s+\S)")
+_EN_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*(?=\s+\S)")  # from a run's start only: linear
 _ZH_SENTENCE = re.compile(r".+?(?:[。！？!?]+[”’」』）)\"']*|$)")
 # Runs that are not Han ideographs, CJK punctuation, fullwidth forms or whitespace: zh "words".
 _ZH_NON_HAN = re.compile(r"[^\s\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]+")

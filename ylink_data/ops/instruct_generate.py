@@ -170,7 +170,7 @@ class InstructGenerate(LLMOp):
                     counts["prompts_failed"] = counts.get("prompts_failed", 0) + 1
                     last_error = reply.error
                     continue
-                items = read(reply.text, si.parse_list)
+                items = read(reply, si.parse_list, truncated_ok=True)  # its last item: `truncated` below
                 if isinstance(items, Unusable):
                     counts["unusable"] = counts.get("unusable", 0) + 1
                     last_error = items.error
@@ -225,7 +225,7 @@ class InstructGenerate(LLMOp):
                     counts["prompts_failed"] = counts.get("prompts_failed", 0) + 1
                     last_error = reply.error
                     continue
-                text = read(reply.text, evol.clean)
+                text = read(reply, evol.clean, truncated_ok=True)  # a `truncated` candidate below
                 if isinstance(text, Unusable):
                     counts["unusable"] = counts.get("unusable", 0) + 1
                     last_error = text.error

@@ -20,11 +20,14 @@ placeholders decide; a file that contradicts `rubric` is a config error). `scale
 is the scale of your rubric (default: the rubric's, 1-10 or 0-5). The answer is read strictly
 (ops/judge_parse.py lists the accepted forms): JSON `{"score", "reason"}` (in a ```json fence
 too) or, failing that, `Score: N` lines (`评分：N`; a `Total score: N` line over per-criterion ones),
-the reason being the rest of the text. An answer with no score, one outside the scale (the judge
-did not follow the rubric: its number means nothing on it), an ambiguous one (two different scores,
-"3/10" on a 0-5 scale) or one that cannot be stored (a lone surrogate in its reason, a 5,000-digit
+the reason being the rest of the text; a score is a plain number or a fraction of the scale's top
+("7", "7.5", "7/10"). An answer with no score, one outside the scale (the judge did not follow the
+rubric: its number means nothing on it), one that is no plain number ("8e-1", "0x5", "5½"), an
+ambiguous one (two different scores, "7 to 8", "3/10" on a 0-5 scale, a JSON key named twice) or
+one that cannot be stored (a lone surrogate in its reason, a 5,000-digit
 number) quarantines the row with the raw answer, reason `unusable_response` (io/llm/answer.py, as for
-every op that calls a model), and so does a request that failed after `llm.max_retries`: a row the
+every op that calls a model; an answer cut off at `max_tokens` as `truncated`), and so does a request
+that failed after `llm.max_retries`: a row the
 judge could not score is never kept or dropped as if it had been. `min_score` (on the scale) drops rows
 scored below it as `judge:low_score`.
 
@@ -42,7 +45,7 @@ responses, the consistent winner scores 1 and the loser 0, and an inconsistent p
 the group's rows with the raw answer. Pairwise compares responses only: no `rubric: edu`, no
 `scale`.
 
-Counters: `scored`, `unparseable`, `out_of_range`, `unusable` (pointwise); `comparisons`, `pairwise_consistent`,
+Counters: `scored`, `unparseable`, `out_of_range`, `truncated`, `unusable` (pointwise); `comparisons`, `pairwise_consistent`,
 `pairwise_inconsistent`, `pairwise_ties` (pairwise); and the model's usage (`llm_*`, io/llm/usage.py).
 """
 from __future__ import annotations
@@ -55,7 +58,7 @@ import pyarrow as pa
 from pydantic import Field, NonNegativeFloat
 
 from ylink_data.core.errors import YlinkError
-from ylink_data.io.llm.answer import Unparseable, Unusable, read
+from ylink_data.io.llm.answer import Truncated, Unparseable, Unusable, read
 from ylink_data.io.llm.config import LLMOverride
 from ylink_data.ops.llm_op import LLMOp
 from ylink_data.ops import register
@@ -75,8 +78,11 @@ PLACEHOLDERS = {  # what a prompt scores: {placeholder: what goes there}
 
 
 def _count(answer: Unusable) -> str:
-    """The counter of an unusable answer: `out_of_range`, `unparseable` (it says no score or verdict
-    we can read), or `unusable` (it says one that cannot be stored, or broke the parser)."""
+    """The counter of an unusable answer: `truncated` (cut off at max_tokens), `out_of_range`,
+    `unparseable` (it says no score or verdict we can read), or `unusable` (it says one that cannot
+    be stored, or broke the parser)."""
+    if isinstance(answer.cause, Truncated):
+        return "truncated"
     if isinstance(answer.cause, OutOfRange):
         return "out_of_range"
     return "unparseable" if isinstance(answer.cause, Unparseable) else "unusable"
@@ -217,12 +223,12 @@ class Judge(LLMOp):
         scores: list[float | None] = [None] * n
         reasons: list[str | None] = [None] * n
         errors: list[str | None] = [None] * n
-        counts = {"scored": 0, "unparseable": 0, "out_of_range": 0, "unusable": 0}
+        counts = {"scored": 0, "unparseable": 0, "out_of_range": 0, "truncated": 0, "unusable": 0}
         for i, reply in enumerate(self._ask(prompts)):
             if reply.error is not None:
                 errors[i] = reply.error
                 continue
-            verdict = read(reply.text, lambda text: parse_score(text, *self.scale))
+            verdict = read(reply, lambda text: parse_score(text, *self.scale))
             if isinstance(verdict, Unusable):
                 counts[_count(verdict)] += 1
                 errors[i] = verdict.error
@@ -248,7 +254,7 @@ class Judge(LLMOp):
         verdicts: list[list[str]] = [[] for _ in range(n)]
         errors: list[str | None] = [None] * n
         counts = {"comparisons": len(pairs), "pairwise_consistent": 0, "pairwise_inconsistent": 0,
-                  "pairwise_ties": 0, "unparseable": 0, "unusable": 0}
+                  "pairwise_ties": 0, "unparseable": 0, "truncated": 0, "unusable": 0}
         failed: dict[object, str] = {}
         index = {i: key for key, rows in groups.items() for i in rows}
         for k, (i, j) in enumerate(pairs):
@@ -257,7 +263,7 @@ class Judge(LLMOp):
                 if reply.error is not None:
                     failed.setdefault(index[i], reply.error)
                     break
-                verdict = read(reply.text, parse_winner)
+                verdict = read(reply, parse_winner)
                 if isinstance(verdict, Unusable):
                     counts[_count(verdict)] += 1
                     failed.setdefault(index[i], verdict.error)

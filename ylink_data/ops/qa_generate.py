@@ -154,7 +154,7 @@ class QAGenerate(LLMOp):
             if reply.error is not None:
                 keep_row(error=reply.error)
                 continue
-            pairs = read(reply.text, parse_pairs)
+            pairs = read(reply, parse_pairs)
             if isinstance(pairs, Unusable):
                 counts["unparseable"] += 1
                 keep_row(error=pairs.error)

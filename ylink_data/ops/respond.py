@@ -14,11 +14,11 @@ Every response is a row (fan-out, ids `<instruction row id>#<k>`), which is what
   response_index  k, 0..n-1
   instruction_id  the id of the instruction's row: the n responses of one instruction share it
 and `text` = instruction, input and response, blank-line separated, for the filters after it.
-A response cut off at max_tokens (finish_reason `length`) is dropped as `respond:truncated`, an
-empty one as `respond:empty`, an instruction without text as `respond:no_instruction`; one that
-cannot be stored (io/llm/answer.py: a lone surrogate) quarantines its row as `unusable_response`, and a
-request that failed after llm.max_retries with the error (reason `timeout` when the
-server never answered in time). The run goes on either way.
+An empty response is dropped as `respond:empty`, an instruction without text as
+`respond:no_instruction`. A response cut off at max_tokens (finish_reason `length`) quarantines its
+row with reason `truncated` (raise `llm.max_tokens`), one that cannot be stored (io/llm/answer.py: a
+lone surrogate) as `unusable_response`, and a request that failed after llm.max_retries with the error
+(reason `timeout` when the server never answered in time). The run goes on either way.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class Respond(LLMOp):
             rows = []
             for k in range(self.n):
                 reply = requests[(i, k)]
-                answer = read(reply.text, str.strip) if reply.error is None else None
+                answer = read(reply, str.strip) if reply.error is None else None
                 error = reply.error or (answer.error if isinstance(answer, Unusable) else None)
                 text = answer if error is None else ""
                 body = "\n\n".join(x for x in (instruction, inputs[i], text) if x)
@@ -98,8 +98,7 @@ class Respond(LLMOp):
                     dropped.append(None)
                     errors.append(error)
                 else:
-                    dropped.append(f"{self.name}:truncated" if reply.finish_reason == "length" else
-                                   None if text else f"{self.name}:empty")
+                    dropped.append(None if text else f"{self.name}:empty")
                     errors.append(None)
             children.append(rows)
         out, parents = fan_out(table, children, COLUMNS)

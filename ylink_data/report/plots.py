@@ -22,7 +22,7 @@ PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#D
            "#CCB974", "#64B5CD"]
 KEPT, DROPPED = "#4C72B0", "#C44E52"
 _XML_HEADER = re.compile(r"^.*?(?=<svg)", re.S)
-_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+_METADATA = re.compile(r"<metadata>[^<]*(?:<(?!/?metadata>)[^<]*)*</metadata>\s*")
 
 
 def to_svg(fig: Figure, name: str) -> str:

@@ -2,7 +2,7 @@
 shared by every op that calls a model (judge, qa_generate, respond, instruct_generate).
 
 An op's parser turns an answer's text into values (a score and a reason, question-answer pairs, a
-numbered list, a response); `read` runs it, then checks that what it gave can be stored: Arrow and
+numbered list, a response); `read` runs it on a reply, then checks that what it gave can be stored: Arrow and
 Parquet hold UTF-8 strings (no lone surrogate, which JSON's `\\ud800` escape makes), 64-bit
 integers and finite floats, nested no deeper than MAX_DEPTH. Anything raised on the way, by the
 parser (its `Unparseable`, json's 4,300-digit limit on integers, the RecursionError of JSON nested
@@ -12,6 +12,16 @@ line of bounded length, which engine/tasks.py files under the reason `unusable_r
 answer stays in the response cache (it is what the server said) and is read through here again on
 a rerun: a bad answer is quarantined again, and never stops a run.
 
+An answer the server cut off at `max_tokens` (finish_reason `length`) is incomplete: a score line cut
+after "Score: 1" of "Score: 10", half a JSON object, half a response. `read` refuses it before any
+parser sees it, "truncated answer: ...", which engine/tasks.py files under the reason `truncated`
+(raise `llm.max_tokens`, which also changes the request's cache key, so a rerun asks again). Only a
+reader that keeps what is whole of a cut answer itself says so (`truncated_ok`: instruct_generate's
+numbered lists, whose last item it drops as `truncated`).
+
+JSON answers are read strictly (`json_answer`): an object that names a key twice
+(`{"score": 0, "score": 5}`) is ambiguous, whichever one a parser would keep.
+
 Parsers here are linear in the answer's length (up to io/llm/client.py MAX_BODY_BYTES): no regular
 expression runs over a whole answer, only over a line's first few characters.
 """
@@ -20,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 RAW_CHARS = 2000  # of an unusable answer, quoted in its quarantine entry
 WHY_CHARS = 300  # of what was wrong with it
@@ -33,8 +43,19 @@ class Unparseable(ValueError):
     """An answer that does not say what the op asked for (no score, not JSON, two different scores)."""
 
 
+class Ambiguous(Unparseable):
+    """An answer that says two things where the op asked for one (a JSON key named twice)."""
+
+
 class Unstorable(ValueError):
     """A value of an answer that Arrow cannot store (a lone surrogate, an infinite float...)."""
+
+
+class Answered(Protocol):
+    """What `read` takes: a model's reply (io/llm/client.py Reply) that holds an answer."""
+
+    text: str | None
+    finish_reason: str | None
 
 
 @dataclass
@@ -45,9 +66,22 @@ class Unusable:
     cause: BaseException
 
 
-def read(text: str, parse: Callable[[str], T]) -> T | Unusable:
-    """`parse(text)`, checked storable; or Unusable with whatever went wrong on the way."""
+class Truncated(Unparseable):
+    """An answer the server cut off at max_tokens: what it says is incomplete."""
+
+
+TRUNCATED = "truncated answer"  # how a Truncated answer's error starts (engine/tasks.py: reason `truncated`)
+
+
+def read(reply: Answered, parse: Callable[[str], T], truncated_ok: bool = False) -> T | Unusable:
+    """`parse(reply.text)`, checked storable; or Unusable with whatever went wrong on the way, or
+    because the server cut the answer off at max_tokens (unless `truncated_ok`: the parser keeps
+    only what is whole of it)."""
+    text = reply.text or ""
     try:
+        if reply.finish_reason == "length" and not truncated_ok:
+            raise Truncated("the server stopped it at max_tokens (finish_reason \"length\"), so what it "
+                            "says is incomplete; raise llm.max_tokens")
         value = parse(text)
         storable(value)
         return value
@@ -62,7 +96,8 @@ def unusable(exc: BaseException, raw: str) -> str:
     quoted = repr(raw[:RAW_CHARS])  # one line: newlines, NULs and surrogates escaped
     if len(quoted) > 2 * RAW_CHARS:  # escapes make a character up to 10 long: the line stays bounded
         quoted = quoted[:2 * RAW_CHARS] + "..."
-    return f"unusable answer: {why}; raw answer: {quoted}" + (" (truncated)" if len(raw) > RAW_CHARS else "")
+    what = TRUNCATED if isinstance(exc, Truncated) else "unusable answer"
+    return f"{what}: {why}; raw answer: {quoted}" + (" (truncated)" if len(raw) > RAW_CHARS else "")
 
 
 def storable(value: Any, where: str = "the answer", depth: int = 0) -> None:
@@ -124,10 +159,22 @@ def _int64(digits: str) -> int:
     return int(digits)
 
 
-def json_answer(text: str) -> Any:
-    """The answer's JSON value (fenced or not); Unparseable when it is not JSON, or holds an integer
-    beyond 64 bits. JavaScript's NaN and Infinity, which Python's json would take, are not JSON."""
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise Ambiguous(f"ambiguous: its JSON names the key {twice[:40]!r} twice")
+    return data
+
+
+def json_answer(text: str, numbers: Callable[[str], Any] | None = None) -> Any:
+    """The answer's JSON value (fenced or not); Unparseable when it is not JSON, names a key twice in
+    one object, or holds an integer beyond 64 bits. JavaScript's NaN and Infinity, which Python's
+    json would take, are not JSON. `numbers`: what a number becomes, given its literal as written
+    (judge_parse reads scores with the grammar of its text lines); by default ints and floats."""
+    hooks = {"parse_int": numbers, "parse_float": numbers} if numbers else {"parse_int": _int64}
     try:
-        return json.loads(unfence(text), parse_constant=_no_constant, parse_int=_int64)
+        return json.loads(unfence(text), parse_constant=_no_constant, object_pairs_hook=_one_value_per_key, **hooks)
     except json.JSONDecodeError as exc:
         raise Unparseable(f"not JSON ({exc})") from None

@@ -63,9 +63,10 @@ class Skip:
 
 # Quarantine reasons of the readers (the `reason` of a quarantine entry): `too_large` for a record
 # over input.max_record_bytes or a package over input.max_unpacked_bytes, `timeout` for a document
-# over input.time_limit_s, and the document readers' `encrypted` and `needs_ocr`; anything else
-# that cannot be read is `unreadable`.
-UNREADABLE, TOO_LARGE, TIMEOUT = "unreadable", "too_large", "timeout"
+# over input.time_limit_s, `binary` for a text file or record whose bytes are no text (a PNG named
+# .html: io/charset.py sniff_text), and the document readers' `encrypted` and `needs_ocr`; anything
+# else that cannot be read is `unreadable`.
+UNREADABLE, TOO_LARGE, TIMEOUT, BINARY = "unreadable", "too_large", "timeout", "binary"
 
 
 @dataclass(slots=True)

@@ -106,7 +106,9 @@ def document(split: Split, pages: list[str], content_type: str, title: str | Non
 
 
 def first_heading(markdown: str) -> str | None:
-    m = re.search(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", markdown, re.M)
+    # the title runs to its last character that is no space or #, not lazily: a lazy title before
+    # [ \t#]* rescans the trailing run at every character
+    m = re.search(r"^#{1,6}[ \t]+(.*[^ \t#\n]|.)[ \t#]*$", markdown, re.M)
     return m.group(1).strip() if m else None
 
 

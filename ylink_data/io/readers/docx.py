@@ -56,7 +56,7 @@ def read_docx(split: Split, data: bytes, max_unpacked_bytes: int) -> Iterator[Re
         numbered = WordLists.of(doc)
     blocks = _blocks(doc, doc.element.body, numbered, parts)
     markdown = "\n\n".join(b for b in blocks if b)
-    markdown = re.sub(r"(?m)^((?:\s*)(?:- |\d+\. ).*)\n\n(?=\s*(?:- |\d+\. ))", r"\1\n", markdown)
+    markdown = re.sub(r"(?m)^([ \t]*(?:- |\d+\. ).*)\n\n(?=\s*(?:- |\d+\. ))", r"\1\n", markdown)
     if not markdown.strip():
         yield parts.nothing_read()
         return

@@ -14,7 +14,9 @@ import json
 import re
 from typing import IO, Any, Iterator
 
-from ylink_data.io.readers.base import DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split, describe_error, is_io_failure
+from ylink_data.io.charset import Binary, sniff_text
+from ylink_data.io.readers.base import (BINARY, DECOMPRESSION_ERRORS, TOO_LARGE, Bad, Record, Skip, Split,
+                                        describe_error, is_io_failure)
 
 TEXT_FIELDS = ("text", "raw_content", "content")
 URL_FIELDS = ("url", "metadata.url")  # cc_net / RedPajama; dolma
@@ -43,6 +45,7 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
         # line that the previous split quarantines, not to be held in memory here either
         pos += _skip_rest_of_line(f) - 1
     end = split.end if split.end is not None else float("inf")
+    first = True
     while pos < end:
         try:
             line = f.readline(max_record_bytes + 1)
@@ -61,7 +64,26 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
             continue
         if not line.strip():
             continue  # blank lines separate nothing: not records
-        yield _parse(line, start, text_field, url_field, chat)
+        item = _parse(line, start, text_field, url_field, chat)
+        if isinstance(item, Bad) and first:
+            not_text = _not_text(line, start)
+            if not_text is not None:  # the split is no JSON Lines at all: one entry for it, not one a "line"
+                yield not_text
+                return
+        first = False
+        yield item
+
+
+def _not_text(line: bytes, offset: int) -> Bad | None:
+    """Why a split's first line, which is no JSON, says the split is no JSON Lines: binary content
+    (`binary`) or UTF-16 (JSON Lines are UTF-8, RFC 8259); None for a line that is just broken."""
+    sniffed = sniff_text(line + b"\x00" * (len(line) % 2))  # UTF-16LE: the line's last NUL starts the next
+    if isinstance(sniffed, Binary):
+        return Bad(offset, f"{sniffed.error('JSON Lines')}; the rest of this part of the file is not read", BINARY)
+    if sniffed is not None:
+        return Bad(offset, f"{sniffed[1].upper()} text: JSON Lines are UTF-8 (RFC 8259); convert the file "
+                           f"(iconv -f {sniffed[1].upper()} -t UTF-8); the rest of this part of it is not read")
+    return None
 
 
 def _parse(line: bytes, offset: int, text_field: str | None, url_field: str | None,

@@ -7,14 +7,14 @@ from typing import Iterator
 
 from ylink_data.io.readers.base import Bad, Record, Skip, Split
 from ylink_data.io.readers.document import MARKDOWN, document, first_heading
-from ylink_data.io.readers.text import decode_utf8
+from ylink_data.io.readers.text import decode_text
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
-_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
+_TITLE = re.compile(r"^title:[ \t]*(\S(?:.*\S)?)[ \t]*$", re.M)  # no lazy group before spaces: linear
 
 
 def read_markdown(split: Split, data: bytes) -> Iterator[Record | Skip | Bad]:
-    text = decode_utf8(data)
+    text = decode_text(data, "Markdown")
     if isinstance(text, Bad):
         yield text
         return

@@ -103,7 +103,7 @@ def read_pdf(split: Split, data: bytes, ocr: bool, ocr_languages: str,
 
 
 _STREAM = re.compile(rb"(?<!end)stream(?:\r\n|\n|\r)")
-_FILTER = re.compile(rb"/Filter\s*(?:/([^\s/\[\]<>()]+)|\[([^\]]*)\]|(\d+\s+\d+\s+R))")
+_FILTER = re.compile(rb"/Filter\s*(?:/([^\s/\[\]<>()]+)|\[([^\[\]]*)\]|(\d+\s+\d+\s+R))")
 _NAME = re.compile(rb"/([^\s/\[\]<>()]+)")
 _LENGTH = re.compile(rb"/Length\s+(\d+)(?!\s+\d+\s+R)")
 

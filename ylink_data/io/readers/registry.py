@@ -100,6 +100,10 @@ class Reader(ABC):
     # Its documents are HTML pages (WARC responses, .html files; not WET's extracted text): a text
     # filter with no `extract` before it gets a warning (engine/stage_warnings.py).
     holds_html: ClassVar[bool] = False
+    # Its files are text, whatever their extension says: its `read` gives their bytes to
+    # io/charset.py `sniff_text` (binary content quarantined as `binary`, UTF-16 decoded);
+    # tests/chaos/test_binary_as_text.py sends every binary format to every such reader.
+    holds_text: ClassVar[bool] = False
     # Read in the document reader child (io/readers/isolated.py, DocumentReader), not in-process.
     isolated: ClassVar[bool] = False
 

@@ -58,9 +58,10 @@ try:  # members are inflated here: zlib-ng is about 1.7x faster than the system 
 except ImportError:  # pragma: no cover - a core dependency; the standard zlib gives the same bytes
     inflate_lib = zlib
 
-from ylink_data.io.charset import html_text
-from ylink_data.io.readers.base import (DECOMPRESSION_ERRORS, TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split,
+from ylink_data.io.charset import Binary, html_text, sniff_text
+from ylink_data.io.readers.base import (BINARY, DECOMPRESSION_ERRORS, TOO_LARGE, UNREADABLE, Bad, Record, Skip, Split,
                                         describe_error, is_io_failure)
+from ylink_data.io.readers.text import decode_text
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _SCAN_CHUNK = 1 << 20
@@ -76,10 +77,12 @@ _MANY_RECORDS = ("a gzip member holds more than one WARC record (gzip files conc
 # Header blocks in the one form that the fast path and warcio read alike: CRLF line ends, no folded
 # lines, every line a token, a colon and a value.
 _HEADER_LINES = rb"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*\r\n)*\r\n"
-_WARC_HEAD = re.compile(rb"WARC/\d+\.\d+\r\n" + _HEADER_LINES)
-_HTTP_HEAD = re.compile(rb"HTTP/1\.[01] \d{3}(?: [^\r\n]*)?\r\n" + _HEADER_LINES)
-_ARC_LINE = re.compile(rb"\S+ \S+ \d{14} (?:\S+ )*\d+\r?\n")  # URL IP DATE [TYPE ...] LENGTH
-_ARC_URL = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*:\S")  # how an ARC header line starts
+# Each starts a line (or a run of scheme characters): a search tries it only there, not from every
+# "WARC/" or letter inside the lines it would read on (quadratic, issue 39).
+_WARC_HEAD = re.compile(rb"(?<![^\n])WARC/\d+\.\d+\r\n" + _HEADER_LINES)
+_HTTP_HEAD = re.compile(rb"(?<![^\n])HTTP/1\.[01] \d{3}(?: [^\r\n]*)?\r\n" + _HEADER_LINES)
+_ARC_LINE = re.compile(rb"(?<![^\n])\S+ \S+ \d{14} (?:\S+ )*\d+\r?\n")  # URL IP DATE [TYPE ...] LENGTH
+_ARC_URL = re.compile(rb"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:\S")  # how an ARC header line starts
 _PEEK = 512  # inflated bytes that show whether a gzip member starts a record
 _LINE_START = re.compile(rb"\n(?=[A-Za-z])")  # where a WARC or an ARC header line may start
 # How the next record is found at a split's start or after a damaged record (`next_record_start`):
@@ -570,10 +573,9 @@ def _to_item(offset: int, rtype: str, header, status: int | None, content_type: 
     if rtype == "conversion":
         if not body.strip():
             return Skip(offset, "empty")
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return Bad(offset, f"invalid UTF-8 in a conversion record at byte {exc.start}")
+        text = decode_text(body, "a conversion record's text")  # sniffed as a text file is: binary, UTF-16
+        if isinstance(text, Bad):
+            return Bad(offset, f"a conversion record: {text.error}", text.reason)
         lang = header("WARC-Identified-Content-Language")
         if lang:
             meta["warc_identified_language"] = lang
@@ -583,7 +585,10 @@ def _to_item(offset: int, rtype: str, header, status: int | None, content_type: 
         return Skip(offset, "not_html")
     if not body.strip():
         return Skip(offset, "empty")
-    text, encoding = html_text(body, content_type)
+    sniffed = sniff_text(body)  # a PNG served as text/html is no page; a UTF-16 page without a BOM is one
+    if isinstance(sniffed, Binary):
+        return Bad(offset, sniffed.error("HTML"), BINARY)
+    text, encoding = sniffed if sniffed is not None else html_text(body, content_type)
     meta["content_type"] = content_type.split(";")[0].strip() or "text/html"
     meta["charset"] = encoding
     return Record(offset, text, url, meta)

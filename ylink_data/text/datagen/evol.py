@@ -20,7 +20,8 @@ METHODS = ("constraints", "deepen", "concretise", "reasoning", "breadth")
 COPIED = ("#given prompt#", "#rewritten prompt#", "#created prompt#", "given prompt", "rewritten prompt",
           "created prompt", "#给定提示#", "#改写后提示#", "#新提示#", "给定提示", "改写后提示")
 # A label a model often starts its answer with anyway: removed, not counted against it.
-_LEADING_LABEL = re.compile(r"^\s*(?:#?\s*(?:rewritten|created) prompt\s*#?|#?(?:改写后提示|新提示)#?)\s*[:：]\s*", re.I)
+# (No two quantifiers over spaces side by side: they would split a run of spaces every way.)
+_LEADING_LABEL = re.compile(r"^\s*(?:(?:#\s*)?(?:rewritten|created) prompt(?:\s*#)?|#?(?:改写后提示|新提示)#?)\s*[:：]\s*", re.I)
 
 
 _SECTION = re.compile(r"^=== (\w+) ===$", re.M)

@@ -24,12 +24,15 @@ from typing import Callable
 
 HEADING, PARAGRAPH, SENTENCE, CUT = 3, 2, 1, 0  # the boundary before a piece, strongest first
 
-_HEADING_LINE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+# A heading line; its closing "  ##  " is stripped by `_title` (a lazy title before `[ \t]*#*[ \t]*$`
+# is cubic in a long run of spaces).
+_HEADING_LINE = re.compile(r"^(#{1,6})[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
 _PARAGRAPH_END = re.compile(r"\n[ \t]*\n\s*")
 _CLOSERS = "\"'”’」』》）)\\]"
 # After a sentence end: English needs the space that follows (3.5, e.g.x stay whole); Chinese does not.
-_SENTENCE_END = re.compile(rf"[.!?…]+[{_CLOSERS}]*[ \t\n]+|[。！？；]+[{_CLOSERS}]*[ \t]*\n?|\n")
+# From a run of marks' start only (what fails there fails inside it): linear on "....." (issue 39).
+_SENTENCE_END = re.compile(rf"(?<![.!?…])[.!?…]+[{_CLOSERS}]*[ \t\n]+|(?<![。！？；])[。！？；]+[{_CLOSERS}]*[ \t]*\n?|\n")
 _SPACE = re.compile(r"\s+")
 
 
@@ -64,11 +67,12 @@ def sections(text: str) -> list[tuple[int, int, tuple[str, ...]]]:
             fenced = not fenced
         elif not fenced:
             m = _HEADING_LINE.match(line.rstrip("\r\n"))
-            if m and m.group(2):
+            title = m.group(2).rstrip(" \t").rstrip("#").rstrip(" \t") if m else ""
+            if title:
                 level = len(m.group(1))
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, m.group(2)))
+                stack.append((level, title))
                 starts.append((offset, tuple(title for _, title in stack)))
         offset += len(line)
     if len(starts) > 1 and starts[1][0] == 0:  # the text begins with a heading

@@ -124,8 +124,10 @@ _CONTAINER_SURE_CHARS = 2000  # this much text from the container: no need to co
 _CONTAINER_MIN_SHARE = 0.35  # less than this share of the whole page's text: the wrong container
 _FALLBACK_BELOW_CHARS = 500  # less text than this: ask trafilatura (about 5% of pages)
 
-_TAG = re.compile(r"<[^>]+>")
-_LINK = re.compile(r"<a\b[^>]*>(.*?)</a>", re.S)
+# A tag ends at the next "<" too, and a link's text at the next "<a": from every "<" (or "<a") of
+# text without a ">" (or "</a>") the scan would otherwise run to the end, quadratic (issue 39).
+_TAG = re.compile(r"<[^<>]+>")
+_LINK = re.compile(r"<a\b[^<>]*>([^<]*(?:<(?!/a>|a\b)[^<]*)*)</a>")
 _HEADING = re.compile(r"^\s*<h[1-6]>")
 _BLANKS = re.compile(r"\n{3,}")
 # Photo credits and copyright lines, short ones only: a long line saying "©" is prose about it.

@@ -66,7 +66,7 @@ _CARD_LENGTHS: tuple[tuple[str, str, frozenset[int]], ...] = (
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4_RE = re.compile(r"(?<![0-9A-Za-z_.])" + _OCTET + r"(?:\." + _OCTET + r"){3}(?![0-9A-Za-z_]|\.\d)")
 # Just before a dotted quad, these words make it a version number, not an address.
-_VERSION_BEFORE = re.compile(r"(?i)(?:\bv|\bver\.?|version|release|build|firmware|版本|版本号)\s*[:：]?\s*$")
+_VERSION_BEFORE = re.compile(r"(?i)(?:\bv|\bver\.?|version|release|build|firmware|版本|版本号)\s*(?:[:：]\s*)?$")
 IPV6_RE = re.compile(r"(?<![0-9A-Za-z_:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z_:]|\.\d)")
 
 # International: "+CC" then 1-6 groups of digits (optionally one in parentheses) with single

@@ -30,8 +30,8 @@ class Pair:
 
 # ----------------------------------------------------------------------------- cleaning
 
-_BLOCK_TAG = re.compile(r"<\s*/?\s*(?:p|div|br|li|ul|ol|h[1-6]|tr|td|th|table|blockquote|section|hr)\b[^>]*>", re.I)
-_TAG = re.compile(r"<[^>]*>")
+_BLOCK_TAG = re.compile(r"<\s*(?:/\s*)?(?:p|div|br|li|ul|ol|h[1-6]|tr|td|th|table|blockquote|section|hr)\b[^<>]*>", re.I)
+_TAG = re.compile(r"<[^<>]*>")  # ends at the next "<" too: linear on "<<<<..." (issue 39)
 _SPACES = re.compile(r"\s+")
 
 
@@ -109,14 +109,15 @@ def structured_pairs(page: str, url: str | None = None) -> list[Pair]:
 
 # ----------------------------------------------------------------------------- text
 
-_MD_HEADING = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t#]*$")
+_MD_HEADING = re.compile(r"^#{1,6}[ \t]+((?:.*[^ \t#\n])?)[ \t#]*$")  # not lazy before [ \t#]*: linear
 _BOLD_LINE = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)[ \t]*$")
 _QUESTION_END = ("?", "？")
 # A marker starts a line or follows a space or a sentence's end ("？答：" in an interview printed as one
 # paragraph), never a word: "回答：" and "FAQ:" are no markers.
+# "Question 3 :" takes its spaces once: `\s*` and `[ \t]*` never split one run (linear).
 _AFTER = r"(?:^|(?<=[\s。！？；…!?.”\"』」）)*]))"
-_Q_MARK = re.compile(_AFTER + r"(?:\*\*|__)?(?:Q\d*|Question\s*\d*|问|問)[ \t]*[:：](?:\*\*|__)?[ \t]*", re.M)
-_A_MARK = re.compile(_AFTER + r"(?:\*\*|__)?(?:A\d*|Answer\s*\d*|答)[ \t]*[:：](?:\*\*|__)?[ \t]*", re.M)
+_Q_MARK = re.compile(_AFTER + r"(?:\*\*|__)?(?:Q\d*[ \t]*|Question\s*(?:\d+[ \t]*)?|[问問][ \t]*)[:：](?:\*\*|__)?[ \t]*", re.M)
+_A_MARK = re.compile(_AFTER + r"(?:\*\*|__)?(?:A\d*[ \t]*|Answer\s*(?:\d+[ \t]*)?|答[ \t]*)[:：](?:\*\*|__)?[ \t]*", re.M)
 _HEADING_START = re.compile(r"^#{1,6}[ \t]", re.M)
 
 

@@ -19,8 +19,10 @@ language code, else its script (`transform.script`, which language ID's script p
 """
 from __future__ import annotations
 
+import importlib.abc
 import logging
 import re
+import sys
 import unicodedata
 from functools import lru_cache
 from itertools import chain
@@ -63,8 +65,10 @@ def _symbol_class() -> str:
 _SYMBOL = _symbol_class()
 _PREFIX = re.compile(r"\.\.+|US\$|C\$|A\$|\+(?![0-9])|[" + re.escape(_PUNCT + "$£€¥฿₽₹₩₪₫₱₺₴₦") + r"]"
                      r"|" + _SYMBOL)
+# `(?<!\.)`: a run of dots is tried from its first one only (`\.\.+$` from every dot of "....a" is
+# quadratic); the leftmost match is the same.
 _SUFFIX = re.compile(
-    r"(?:\.\.+|'s|'S|’s|’S|[" + re.escape("…,:;!?¿¡()[]{}<>_#*&。？！，、；：～·—–" + _Q) + r"]"
+    r"(?:(?<!\.)\.\.+|'s|'S|’s|’S|[" + re.escape("…,:;!?¿¡()[]{}<>_#*&。？！，、；：～·—–" + _Q) + r"]"
     r"|(?<=[0-9])\+|(?<=°[FfCcKk])\.|(?<=[0-9])(?:" + _CUR + r")|(?<=[0-9])(?:" + _UNITS + r")"
     r"|(?<=[0-9" + _LOW + r"%²\-+)\]" + re.escape(_Q + "{}<>_#*&") + r"])\.|(?<=[" + _UP + r"][" + _UP + r"])\."
     r"|" + _SYMBOL + r")$")
@@ -74,7 +78,9 @@ _INFIX = re.compile(r"\.\.+|…|" + _SYMBOL +
                     r"|(?<=[^\W\d_]),(?=[^\W\d_])"
                     r"|(?<=[^\W_])(?:---|--|——|-|–|—|~)(?=[^\W\d_])"
                     r"|(?<=[^\W_])[:<>=/](?=[^\W\d_])")
-_URL = re.compile(r"(?:[\w+\-.]{2,}://)?(?:\S+(?::\S*)?@)?(?:[^\W_](?:[\w-]{0,62}[^\W_])?\.)+[a-z]{2,63}\.?"
+# From a token's start (\A); user info as runs of non-@ then @ (`\S+(?::\S*)?@` split a token of
+# colons every way: quadratic, issue 39).
+_URL = re.compile(r"\A(?:[\w+\-.]{2,}://)?(?:[^\s@]+@+)*(?:[^\W_](?:[\w-]{0,62}[^\W_])?\.)+[a-z]{2,63}\.?"
                   r"(?::\d{2,5})?(?:[/?#]\S*)?$")
 # spaCy's English special cases that end in "." (kept as one token).
 ABBREV = frozenset("""
@@ -316,9 +322,31 @@ def unit_languages(language: str, texts: pa.Array | pa.ChunkedArray,
     return out
 
 
+class _NoPkgResources(importlib.abc.MetaPathFinder):
+    """Makes `pkg_resources` unimportable while jieba is imported (see `loaded_jieba`)."""
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name == "pkg_resources" or name.startswith("pkg_resources."):
+            raise ModuleNotFoundError(f"No module named {name!r} (ylink imports jieba without it)", name=name)
+        return None
+
+
 @lru_cache(maxsize=None)
 def loaded_jieba():
-    """The jieba module, its dictionary loaded (once per process), quiet."""
+    """The jieba module, its dictionary loaded (once per process), quiet.
+
+    jieba 0.42 reads its dictionary through `pkg_resources` when it can import it, else with
+    `open` beside its own files (jieba/_compat.py). setuptools deprecated `pkg_resources` (from 81
+    every import warns, once per worker process) and drops it: jieba is imported here with
+    `pkg_resources` unimportable, so that it always takes its own way, the same words, no
+    warning, whichever setuptools is installed."""
+    if "jieba" not in sys.modules and "pkg_resources" not in sys.modules:
+        blocker = _NoPkgResources()
+        sys.meta_path.insert(0, blocker)
+        try:
+            import jieba
+        finally:
+            sys.meta_path.remove(blocker)
     import jieba
 
     jieba.setLogLevel(logging.WARNING)

@@ -12,6 +12,7 @@ from ylink_data.io.readers.registry import Planning, Reader, register_reader, wh
 @register_reader
 class JsonlReader(Reader):
     format = "jsonl"
+    holds_text = True
     extensions = (".jsonl", ".json", ".ndjson")
     order = 20
     named_fields = True

@@ -9,6 +9,7 @@ from ylink_data.io.readers.registry import register_reader
 @register_reader
 class MarkdownReader(DocumentReader):
     format = "markdown"
+    holds_text = True
     extensions = (".md", ".markdown")
     order = 80
     kind = "Markdown"

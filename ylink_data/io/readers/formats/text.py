@@ -11,6 +11,7 @@ from ylink_data.io.readers.text import read_html, read_text
 @register_reader
 class TextReader(Reader):
     format = "text"
+    holds_text = True
     extensions = (".txt", ".text")
     order = 40
 
@@ -21,6 +22,7 @@ class TextReader(Reader):
 @register_reader
 class HtmlReader(Reader):
     format = "html"
+    holds_text = True
     extensions = (".html", ".htm", ".xhtml")
     order = 41
     holds_html = True
