@@ -68,6 +68,9 @@ class RunLayout:
     root: str  # the path within `fs` (no protocol)
     fs: fsspec.AbstractFileSystem
     url: str  # the root as the user wrote it
+    # Where the run's work lies when not in its own _work/: a run that replaces a finished one publishes
+    # its files in that run's _work/next/ until the swap (engine/swap.py), its work in that run's _work/.
+    work_root: str = ""
 
     @classmethod
     def for_url(cls, url: str, storage_options: dict[str, Any]) -> "RunLayout":
@@ -94,6 +97,8 @@ class RunLayout:
         return self.path(LOCK)
 
     def work(self, *parts: str) -> str:
+        if self.work_root:
+            return join(self.work_root, *parts) if parts else self.work_root
         return self.path("_work", *parts)
 
     @property
