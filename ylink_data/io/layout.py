@@ -15,7 +15,11 @@ OUTPUT/
   tiers/<tier>/              with output tiers: each tier's data/, megatron/, sft/ and manifest.json (a run of its own
                              for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts, the files tasks made for rejected/ and quarantine/
-                             (phaseN/out/), and completion markers; removed on success
+                             (phaseN/out/), and completion markers; on success only the reuse files
+                             stay: each phase that ends in a global op, with phaseN/reuse.json
+                             (engine/reuse.py; `ylink clean OUTPUT` removes them)
+  _work/next/, _work/swap.json  a rerun of another config over a finished run: the new run's files until
+                             they replace the old ones (engine/swap.py)
   _work/staging/             where local files take shape before they are renamed into place, so that
                              no temporary file ever lies in a folder that readers list (core/storage.py)
   _work/sample.json          with input.sample: the cut of the sample, found by a pass over the input
