@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     from ylink_data.engine.runner import Runner
 
     if path_is_flow(args.pipeline):  # steps: pipelines and a training command, run in order
-        for path in run_flow(load_flow(args.pipeline, args.overrides), fresh=args.fresh,
+        for path in run_flow(load_flow(args.pipeline, args.overrides), fresh=args.fresh, reuse=not args.no_reuse,
                              progress=False if args.no_progress else None,
                              say=lambda m: print(m, file=sys.stderr, flush=True)):
             print(path)
