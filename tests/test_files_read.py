@@ -38,8 +38,8 @@ def test_model_retrained_in_place_is_not_already_complete(tmp_path):
     shutil.copyfile(MODELS / "quality-zh.bin", model)  # "retrained": other bytes at the same path
     os.utime(model, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
     with pytest.raises(RunStateError, match=r"changed: files read"):
-        ylink_data.run(pipeline, progress=False)
-    fresh = ylink_data.run(pipeline, fresh=True, progress=False)  # --fresh: tiers of the new model
+        ylink_data.run(pipeline, progress=False, reuse=False)
+    fresh = ylink_data.run(pipeline, progress=False)  # recomputed from the op that reads it: tiers of the new model
     assert json.loads((tmp_path / "out" / "run.json").read_text())["fingerprinted"]["files read"][0][:2] == [
         "stages[0].quality_classifier.model", str(model)]
     assert fresh.stats["output_records"] > 0
@@ -61,7 +61,13 @@ def test_benchmark_rewritten_between_stop_and_resume_is_refused(tmp_path, shared
     lines = bench.read_text().splitlines(keepends=True)
     bench.write_text("".join(lines[len(lines) // 2:] + lines[:len(lines) // 2]))  # same bytes' size, other file
     with pytest.raises(RunStateError, match=r"changed: files read"):
-        ylink_data.run(str(config), progress=False)
+        ylink_data.run(str(config), progress=False, reuse=False)
+    # without --no-reuse the tasks of the old benchmark are not resumed: recomputed from the op that reads it
+    rerun = subprocess.run([sys.executable, "-m", "ylink_data.cli", "run", str(config), "--no-progress"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"recomputing from stages[0] decontaminate (benchmarks[0].path {bench} changed)" in rerun.stderr
+    assert "reusing" not in rerun.stderr
 
 
 def test_validate_names_a_missing_model(tmp_path):

@@ -194,7 +194,7 @@ def test_every_input_record_is_accounted_for_and_the_sample_is_never_rejected(cr
 
 def test_a_killed_run_resumes_with_the_same_sample_without_scanning_again(crawl_ids, tmp_path):
     """The run's cut is saved before phase 0 (_work/sample.json); the worker that runs phase 0's task
-    3 dies (in the driver: the run stops, exit 137). Another sample refuses to resume it; the same
+    3 dies (in the driver: the run stops, exit 137). Another sample never resumes it; the same
     sample resumes without its pass over the input and ends as an uninterrupted run does."""
     reference = tmp_path / "reference"
     _run(reference, [CRAWL], sample=20, sample_seed=5, split_bytes=SPLIT)
@@ -208,10 +208,11 @@ def test_a_killed_run_resumes_with_the_same_sample_without_scanning_again(crawl_
     assert saved["documents"] == CRAWL_DOCUMENTS and saved["cut"] == list(
         max(_rank(5, i) for i in _expected(crawl_ids, 20, 5)))
     assert len(list((out / "_work" / "phase0" / "done").glob("task-*.json"))) == 3
+    # another sample is another input: with --no-reuse refused, else every phase recomputed (test_reuse.py)
     with pytest.raises(RunStateError, match="changed: input"):
-        _run(out, [CRAWL], sample=21, sample_seed=5, split_bytes=SPLIT)
+        ylink_data.run(_config(out, [CRAWL], sample=21, sample_seed=5, split_bytes=SPLIT), progress=False, reuse=False)
     with pytest.raises(RunStateError, match="changed: input"):
-        _run(out, [CRAWL], sample=20, sample_seed=6, split_bytes=SPLIT)
+        ylink_data.run(_config(out, [CRAWL], sample=20, sample_seed=6, split_bytes=SPLIT), progress=False, reuse=False)
     rerun = ylink("run", config, "--no-progress")
     assert rerun.returncode == 0 and "resuming" in rerun.stderr, rerun.stderr
     assert "sample:" not in rerun.stderr

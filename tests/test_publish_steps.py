@@ -103,13 +103,14 @@ def _without_times(out: Path) -> tuple:
 def _assert_published(out: Path, reference: Path) -> None:
     """The folder is its manifest's, nothing else; what readers of it get is what the manifest says;
     and every file but the run's own bookkeeping is byte for byte the uninterrupted run's."""
-    files = _files(out)
+    # _work/ holds only the reuse files a finished run keeps (engine/reuse.py), never read as the run's
+    files = {name: data for name, data in _files(out).items() if not name.startswith("_work/")}
     assert set(files) == _expected_files(out), "the folder holds what its manifest does not list"
     manifest = json.loads((out / "manifest.json").read_text())
     assert RunLayout.for_url(str(out), {}).listing_problems(Manifest.from_dict(manifest)) == []
     assert len(pandas.read_parquet(out / "data")) == manifest["rows"]  # the card's own snippets
     assert pyarrow.dataset.dataset(out / "rejected").count_rows() == manifest["rejected"]["rows"] > 0
-    expected = _files(reference)
+    expected = {name: data for name, data in _files(reference).items() if not name.startswith("_work/")}
     changed = [n for n in expected if n not in ("manifest.json", "stats.json", "run.json") and files.get(n) != expected[n]]
     assert changed == []
     assert _without_times(out) == _without_times(reference)

@@ -38,7 +38,9 @@ def test_manifest_and_stats_are_complete(quickstart_run):
         assert len(data) == shard["bytes"]
         assert hashlib.sha256(data).hexdigest() == shard["sha256"]
         assert pq.ParquetFile(out / shard["path"]).metadata.num_rows == shard["rows"]
-    assert not (out / "_work").exists(), "intermediate files are removed once the run is complete"
+    # once the run is complete, _work/ holds only the reuse files: the phases that end in a global op
+    # (exact_dedup, minhash_dedup), never the final phase's parts nor the publish markers (engine/reuse.py)
+    assert sorted(p.name for p in (out / "_work").iterdir()) == ["phase0", "phase1"]
 
 
 def test_accounting_invariant_holds(quickstart_run):
@@ -112,13 +114,14 @@ def test_exact_duplicates_across_files_are_dropped_keeping_the_first(quickstart_
     assert all(t in kept for t in rejected.column("text").to_pylist())
 
 
-def test_completed_run_is_not_redone_and_changed_config_is_refused(quickstart_run):
+def test_completed_run_is_not_redone_and_changed_config_is_refused_with_no_reuse(quickstart_run):
     out, stats = quickstart_run
     manifest_before = (out / "manifest.json").read_bytes()
     _, again = ylink_data.run(quickstart_config(out))
     assert again == stats and (out / "manifest.json").read_bytes() == manifest_before
-    with pytest.raises(RunStateError, match=r"different configuration .*stages.*--fresh"):
-        ylink_data.run(quickstart_config(out) | {"stages": ["extract"]})
+    with pytest.raises(RunStateError, match=r"different configuration .*stages.* --no-reuse .*--fresh"):
+        ylink_data.run(quickstart_config(out) | {"stages": ["extract"]}, reuse=False)
+    assert (out / "manifest.json").read_bytes() == manifest_before
 
 
 def test_fresh_replaces_a_run_of_another_config(ray_session, tmp_path):

@@ -77,9 +77,9 @@ def test_a_second_run_is_refused_while_the_first_holds_the_folder(tmp_path):
     assert not (out / "_work").exists() and not (out / "run.lock").exists()
     first_texts = _texts(str(out))
 
-    # The folder holds the first configuration: the second one is told so, and --fresh gives its
-    # own documents, the same as it gives alone.
-    other = ylink("run", b_path, "--no-progress")
+    # The folder holds the first configuration: with --no-reuse the second one is told so, and --fresh
+    # gives its own documents, the same as it gives alone.
+    other = ylink("run", b_path, "--no-progress", "--no-reuse")
     assert other.returncode == 2 and "different configuration" in other.stderr
     alone = tmp_path / "b-alone"
     assert ylink("run", b_path, "--no-progress", "--set", f"output.path={alone}").returncode == 0

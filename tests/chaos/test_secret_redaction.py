@@ -258,8 +258,8 @@ def test_a_rerun_with_credentials_in_its_config_resumes_and_names_only_what_chan
     assert "already complete (same configuration)" in capfd.readouterr().err
 
     changed = {**cfg, "output": {**cfg["output"], "shard_bytes": 2 << 20}}
-    with pytest.raises(RunStateError, match=r"a different configuration \(changed: output\);"):
-        ylink_data.run(changed, progress=False)
+    with pytest.raises(RunStateError, match=r"a different configuration \(changed: output\) and --no-reuse"):
+        ylink_data.run(changed, progress=False, reuse=False)
 
 
 def test_the_report_keeps_the_thresholds_of_a_run_whose_parameters_redaction_masked(ray_session, tmp_path,

@@ -27,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({type(exc).__name__}; --debug shows where)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("ylink: interrupted; finished tasks are kept: rerun the same command to resume", file=sys.stderr)
+        from ylink_data.engine.executors.base import resume_hint
+
+        print(f"ylink: interrupted; finished tasks are kept: {resume_hint(getattr(args, 'fresh', False))}",
+              file=sys.stderr)
         return 130
 
 
@@ -41,12 +44,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("run", help="run a pipeline (a rerun of an interrupted run resumes it)")
+    p = sub.add_parser("run", help="run a pipeline (a rerun of an interrupted run resumes it; a rerun after a "
+                                   "config change reuses the phases it leaves unchanged)")
     p.add_argument("pipeline", help="pipeline YAML file")
     _add_set(p)
-    p.add_argument("--fresh", action="store_true", help="discard any run already in output.path and start over")
+    p.add_argument("--fresh", action="store_true",
+                   help="discard any run already in output.path, its reuse files too, and start over; after an "
+                        "interrupted --fresh run, rerun without --fresh to resume it")
+    p.add_argument("--no-reuse", action="store_true",
+                   help="refuse (exit 2) when output.path holds a run of another configuration, instead of reusing "
+                        "its unchanged phases and recomputing the rest (for CI: a config change must be deliberate)")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar, one line per phase")
     p.set_defaults(func=_run)
+
+    p = sub.add_parser("clean", help="remove the reuse files a finished run keeps in OUTPUT/_work/ "
+                                     "(the next config change then recomputes every phase)")
+    p.add_argument("output", help="the run folder (output.path)")
+    p.set_defaults(func=_clean)
 
     p = sub.add_parser("validate", help="check a pipeline's config and inputs without running it")
     p.add_argument("pipeline")
@@ -101,15 +115,24 @@ def _run(args: argparse.Namespace) -> int:
     from ylink_data.engine.runner import Runner
 
     if path_is_flow(args.pipeline):  # steps: pipelines and a training command, run in order
-        for path in run_flow(load_flow(args.pipeline, args.overrides), fresh=args.fresh,
+        for path in run_flow(load_flow(args.pipeline, args.overrides), fresh=args.fresh, reuse=not args.no_reuse,
                              progress=False if args.no_progress else None,
                              say=lambda m: print(m, file=sys.stderr, flush=True)):
             print(path)
         return 0
     cfg = load_config(args.pipeline, args.overrides)
     with cfg.redacting_errors():
-        result = Runner(cfg, fresh=args.fresh, progress=False if args.no_progress else None).run()
+        result = Runner(cfg, fresh=args.fresh, progress=False if args.no_progress else None,
+                        reuse=not args.no_reuse).run()
     print(cfg.redact(result.path))
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from ylink_data.engine.reuse import clean
+
+    held = clean(args.output, note=lambda line: print(line, file=sys.stderr))
+    print(f"{args.output}: removed {held:,} bytes of reuse files" if held else f"{args.output}: no reuse files")
     return 0
 
 

@@ -29,6 +29,13 @@ class Phase:
     def final(self) -> bool:
         return self.outgoing is None
 
+    def label(self, keys_remade: bool = False) -> str:
+        """What the phase does: `read → extract → minhash_dedup keys`."""
+        names = (["read"] if self.index == 0 else [f"apply {self.incoming[1]}"]) + [n for _, n, _ in self.ops]
+        if self.outgoing:
+            names.append(f"{self.outgoing[1]} keys" + (" made again" if keys_remade else ""))
+        return " → ".join(names)
+
 
 def plan_phases(ops: list[tuple[str, dict[str, Any]]]) -> list[Phase]:
     phases = [Phase(0)]

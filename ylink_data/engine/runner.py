@@ -42,9 +42,12 @@ from ylink_data.engine.plan import Phase, plan_phases, stage_names
 from ylink_data.engine.progress import RunProgress
 from ylink_data.engine.preflight import preflight
 from ylink_data.engine.publish import publish, publish_plan, recorded
+from ylink_data.engine.reuse import RekeySpec, Reuse, phase_keys, rekey_task
+from ylink_data.engine.swap import finish_swap, next_layout, remove_published, swap
 from ylink_data.engine.stats import TaskStats, check_invariant, records_in, run_stats, timing_stats, token_stats
 from ylink_data.engine.executors import Executor
 from ylink_data.engine.submit import FAIL_AFTER_ENV, FAIL_EXIT_CODE, Scheduler  # noqa: F401 -- names tests use
+from ylink_data.engine.executors.base import resume_hint
 from ylink_data.engine.tasks import TaskSpec, current_marker, execute_task, load_marker, sample_scan, split_bytes
 
 
@@ -63,12 +66,14 @@ class RunResult(NamedTuple):
 
 
 def run(pipeline: str | os.PathLike | dict, *, fresh: bool = False, progress: bool | None = None,
-        **overrides: Any) -> RunResult:
+        reuse: bool = True, **overrides: Any) -> RunResult:
     """Run a pipeline (a YAML path or a dict). `overrides` set keys by dotted path, as `--set` does:
-    `run("p.yaml", **{"output.path": "/tmp/x"})`, or merge nested values: `run(p, ray={"num_cpus": 2})`."""
+    `run("p.yaml", **{"output.path": "/tmp/x"})`, or merge nested values: `run(p, ray={"num_cpus": 2})`.
+    A folder that holds a run of another configuration is rerun reusing its unchanged phases
+    (engine/reuse.py); `reuse=False` refuses it instead (`ylink run --no-reuse`), `fresh=True` recomputes all."""
     cfg = load_config(pipeline, overrides)
     with cfg.redacting_errors():
-        return Runner(cfg, fresh=fresh, progress=progress).run()
+        return Runner(cfg, fresh=fresh, progress=progress, reuse=reuse).run()
 
 
 @dataclass
@@ -91,15 +96,19 @@ class _Plan:
 
 
 class Runner:
-    def __init__(self, cfg: PipelineConfig, fresh: bool = False, progress: bool | None = None):
+    def __init__(self, cfg: PipelineConfig, fresh: bool = False, progress: bool | None = None, reuse: bool = True):
         self.cfg = cfg
         self.fresh = fresh
+        self.reusing = reuse  # False: a folder of another configuration is refused (--no-reuse)
         self.layout = RunLayout.for_url(cfg.output.path, cfg.storage_options(cfg.output.path))
+        # Where the run's files are published: its folder, or, replacing a finished run of another
+        # configuration, that folder's _work/next/ until the swap (engine/swap.py).
+        self.out = self.layout
         self.progress = RunProgress(progress)
         self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         self.scheduler = Scheduler(cfg.ray, on_start=self._warn_about_node_local_paths,
                                    on_notice=self.progress.waiting,
-                                   preload=_worker_modules(cfg.ops))
+                                   preload=_worker_modules(cfg.ops), resume_hint=resume_hint(fresh))
         # The last op that routes documents into output tiers decides the tier folders.
         routes = [build_op(name, params).output_tiers() for name, params in cfg.ops]
         self.tiers: tuple[str, list[str]] | None = next((r for r in reversed(routes) if r), None)
@@ -120,15 +129,18 @@ class Runner:
                 return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
+        now = json.loads(json.dumps(self.cfg.redact(plan.fingerprinted), default=str))
+        self.reuse = Reuse(self.layout, plan.phases, phase_keys(now, plan.phases), self.progress.note)
         done = self._check_output_folder(plan, lock)
         if done is not None:
             return done
-        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
+        write_json(self.out.fs, self.out.run_info, self._run_info(plan))
         with self.progress:
             cut = self._sample_cut(plan)
             markers: dict[int, dict[int, dict]] = {}
             decisions: list[str] = []
             for phase in plan.phases:
+                self.reuse.prepare(phase, lambda specs: self._remake_keys(phase, specs), self.cfg, plan.expected)
                 markers[phase.index] = self._run_phase(phase, plan, markers.get(phase.index - 1, {}), decisions, cut)
                 if phase.index == 0:
                     self._record_input_content(plan, markers[0])
@@ -146,16 +158,17 @@ class Runner:
                 total.add(TaskStats.from_json(marker["stats"]))
         stats = run_stats(total, stage_names(self.cfg.ops), sum(s["rows"] for s in shards))
         token_columns = [op_class(name).writes_tokens for name, _ in self.cfg.ops if op_class(name).writes_tokens]
+        out = self.out
         if token_columns:  # token counts of the published shards (stats.token_stats), the last op's that wrote tokens
-            stats["tokens"] = token_stats(self.layout.fs, self.layout.root, shards, token_columns[-1])
+            stats["tokens"] = token_stats(out.fs, out.root, shards, token_columns[-1])
         stats["timing"] = timing_stats(self.scheduler.timings, self._started, time.time(),
                                        time.process_time() - self._driver_cpu)
         gap = check_invariant(stats)
         if gap:
             raise RuntimeError(f"{gap}; this is a bug in ylink, please report it with {self.layout.run_info}")
-        write_json(self.layout.fs, self.layout.stats, stats)
+        write_json(out.fs, out.stats, stats)
         # README.md: the run as a dataset (card.py)
-        write_dataset_card(self.layout, self.cfg, stats, shards, published["rejected"])
+        write_dataset_card(out, self.cfg, stats, shards, published["rejected"])
         manifest = Manifest(name=self.cfg.name, fingerprint=plan.sealed, rows=stats["output_records"],
                             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             ylink_version=__version__,
@@ -165,17 +178,21 @@ class Runner:
         tier_sections: dict[str, dict[str, Any]] = {tier: {} for tier in tiers}
         for sink in plan.sinks:  # each lists its files, of the run and of each tier folder
             manifest.sections[sink.name] = sink.section(entries[sink.name])
-            sink.finish(self.layout.fs, self.layout.root, manifest.sections[sink.name])
+            sink.finish(out.fs, out.root, manifest.sections[sink.name], at=self.layout.root)
             for tier in tiers:
-                folder = "/".join(self.layout.tier_dir(tier))
+                folder = "/".join(out.tier_dir(tier))
                 tier_sections[tier][sink.name] = sink.section(entries[sink.name], folder)
-                sink.finish(self.layout.fs, self.layout.path(folder), tier_sections[tier][sink.name])
+                sink.finish(out.fs, out.path(folder), tier_sections[tier][sink.name], at=self.layout.path(folder))
         lock.check()  # the manifest says "complete": only the run that holds the folder may write it
         if self.tiers:
             manifest.tiers = self._write_tier_manifests(manifest, tier_sections, stats)
-        self._remove_unlisted(manifest)
-        write_manifest(self.layout.fs, self.layout.manifest, manifest)
-        self.layout.remove_work()
+        self._remove_unlisted(manifest, out)
+        write_manifest(out.fs, out.manifest, manifest)
+        if out is not self.layout:  # complete in _work/next/: it replaces the finished run (engine/swap.py)
+            self._check_published(manifest, out)
+            lock.check()
+            swap(self.layout)
+        self.reuse.keep_for_reuse()  # only what later reuse can use stays in _work/ (engine/reuse.py)
         self._check_published(manifest)
         self.progress.note(f"done: {records_in(stats)}, {stats['output_records']:,} kept, "
                            f"{stats['quarantined']:,} quarantined -> {self.layout.url}")
@@ -187,14 +204,15 @@ class Runner:
         dataset card and a manifest of its shards (and each sink's files), paths relative to the tier
         folder. The run's manifest lists every shard and file."""
         out = {}
+        layout = self.out
         for tier in self.tiers[1]:
-            prefix = "/".join(self.layout.tier_dir(tier))
+            prefix = "/".join(layout.tier_dir(tier))
             rows = sum(s["rows"] for s in sections[tier][SHARDS])
             own = replace(manifest, name=f"{manifest.name}/{tier}", tier=tier, rows=rows, sections=sections[tier],
                           task_files={})
-            tier_layout = RunLayout(self.layout.path(prefix), self.layout.fs, f"{self.layout.url}/{prefix}")
+            tier_layout = RunLayout(layout.path(prefix), layout.fs, f"{layout.url}/{prefix}")
             write_dataset_card(tier_layout, self.cfg, {**stats, "output_records": rows}, own.shards, [])
-            write_manifest(self.layout.fs, self.layout.path(prefix, "manifest.json"), own)
+            write_manifest(layout.fs, layout.path(prefix, "manifest.json"), own)
             out[tier] = {"path": prefix, "rows": rows}
         return out
 
@@ -245,6 +263,8 @@ class Runner:
             raise RunStateError(f"output.path {layout.url} holds files that are not a ylink run "
                                 f"({', '.join(foreign[:3])}); choose an empty or new folder")
         layout.sweep()  # what writers killed before their rename left: never resumed from, never published
+        if finish_swap(layout):
+            self.progress.note(f"{layout.url}: completed the replacement of its run that an interrupted command began")
         previous = load_marker(layout, layout.run_info)
         if previous is None:
             if layout.exists(layout.manifest) or layout.has_files(layout.work()):
@@ -260,10 +280,14 @@ class Runner:
             # run.json holds it redacted and through JSON: compare like with like, or a parameter
             # that holds a credential would always count as changed.
             now = json.loads(json.dumps(self.cfg.redact(plan.fingerprinted), default=str))
+            if self.reusing:
+                self._reuse(previous, now, plan, lock)
+                return None
             changed = [k for k, v in now.items() if previous.get("fingerprinted", {}).get(k) != v]
             what = ", ".join(changed) or "the configuration"
             raise RunStateError(f"output.path {layout.url} holds a run of a different configuration "
-                                f"(changed: {what}); rerun with --fresh to replace it, or choose another output.path")
+                                f"(changed: {what}) and --no-reuse refuses to replace it; rerun without --no-reuse "
+                                "to reuse its unchanged phases, with --fresh to recompute all, or choose another output.path")
         if self.fresh:
             self._remove_run(lock)
             return None
@@ -276,7 +300,7 @@ class Runner:
             missing = layout.missing_shards(manifest)
             if not missing:
                 self._remove_unlisted(Manifest.from_dict(manifest))
-                layout.remove_work()
+                self.reuse.keep_for_reuse()
                 self.progress.note(f"{layout.url} is already complete (same configuration); --fresh reruns it")
                 return RunResult(layout.url, read_json(layout.fs, layout.stats))
             # A manifest must never list missing shards: withdraw them all (the tiers' too). A finished
@@ -291,6 +315,33 @@ class Runner:
             return None
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
+
+    def _reuse(self, previous: dict[str, Any], now: dict[str, Any], plan: _Plan, lock: FolderLock) -> None:
+        """A rerun of another configuration: the phases it can reuse are kept, the rest removed, and one
+        line says which (engine/reuse.py). A finished run stays published until the new one is complete
+        (published in _work/next/, then swapped: engine/swap.py); an unfinished one's files go now."""
+        layout = self.layout
+        manifest = load_marker(layout, layout.manifest)
+        self._check_inputs_unchanged(previous, manifest is not None, plan.files)
+        lock.check()
+        with writing_into(layout.url):
+            line = self.reuse.select(previous.get("fingerprinted", {}), now)
+            if manifest is not None and manifest.get("fingerprint") == previous.get("fingerprint") \
+                    and not layout.missing_shards(manifest):
+                self.out = next_layout(layout)
+            else:
+                remove_published(layout, keep_run_info=True)  # this run's run.json replaces it next
+        self.progress.note(line)
+
+    def _remake_keys(self, phase: Phase, specs: list[RekeySpec]) -> None:
+        """The phase's parts written again with its global op's new keys (engine/reuse.py)."""
+        if not specs:
+            return
+        handle = self.progress.phase(f"phase {phase.index}: {phase.outgoing[1]} keys made again", len(specs))
+        self.scheduler.run(rekey_task, [(s,) for s in specs], on_done=lambda i, m: self.progress.advance(handle),
+                           describe=lambda i: f"phase {phase.index} task {specs[i].task} (keys)",
+                           step=f"phase {phase.index} keys", ids=[s.task for s in specs])
+        self.progress.finish(handle)
 
     def _check_inputs_unchanged(self, previous: dict[str, Any], finished: bool, files: list[InputFile]) -> None:
         """The input files hold what the run in the folder read (io/input_versions.py): a finished
@@ -325,30 +376,32 @@ class Runner:
         contents, plan.stamps = file_contents(plan.files, records)
         plan.fingerprinted[INPUT_CONTENT] = contents
         plan.sealed = _digest(plan.fingerprinted)
-        write_json(self.layout.fs, self.layout.run_info, self._run_info(plan))
+        write_json(self.out.fs, self.out.run_info, self._run_info(plan))
 
     def _remove_run(self, lock: FolderLock) -> None:
         lock.check()
         with writing_into(self.layout.url):
             self.layout.remove_run()
 
-    def _remove_unlisted(self, manifest: Manifest) -> None:
+    def _remove_unlisted(self, manifest: Manifest, layout: RunLayout | None = None) -> None:
         """Nothing is published that the manifest does not list: the run's own files it does not
         list (an attempt's leftovers) are removed; a file that is not the run's stops it here."""
-        own, foreign = self.layout.unlisted(manifest)
+        layout = layout or self.layout
+        own, foreign = layout.unlisted(manifest)
         if foreign:
             raise RunStateError(f"output.path {self.layout.url} holds files that are not the run's, where readers would "
                                 f"take them for its data ({', '.join(foreign[:3])}); move them out of the run folder, "
                                 "then rerun to finish it")
         for rel in own:
-            remove(self.layout.fs, self.layout.path(rel))
+            remove(layout.fs, layout.path(rel))
 
-    def _check_published(self, manifest: Manifest) -> None:
+    def _check_published(self, manifest: Manifest, layout: RunLayout | None = None) -> None:
         """The end of every run: the folder's listing is its manifest's (RunLayout.listing_problems),
         or the manifest is withdrawn and the run fails in one line."""
-        problems = self.layout.listing_problems(manifest)
+        layout = layout or self.layout
+        problems = layout.listing_problems(manifest)
         if problems:
-            self.layout.withdraw_manifests()
+            layout.withdraw_manifests()
             raise RunStateError(f"output.path {self.layout.url}: once published, its files are not those its manifest "
                                 f"lists ({', '.join(problems[:3])}); the manifest was withdrawn: rerun to finish the run")
 
@@ -456,10 +509,7 @@ class Runner:
         return inline
 
     def _phase_label(self, phase: Phase) -> str:
-        names = (["read"] if phase.index == 0 else [f"apply {phase.incoming[1]}"]) + [n for _, n, _ in phase.ops]
-        if phase.outgoing:
-            names.append(f"{phase.outgoing[1]} keys")
-        return f"phase {phase.index}: " + " → ".join(names)
+        return f"phase {phase.index}: {phase.label()}"
 
     def _resolve(self, phase: Phase, markers: dict[int, dict], expected: Expected) -> list[str]:
         marker_path = self.layout.resolve_marker(phase.index)
@@ -503,7 +553,7 @@ class Runner:
         """Every job of the publish phase (publish.py) that has no marker yet, after a sweep of what
         killed writers left; the entries of all jobs by kind (shards, rejected, quarantine), in order."""
         self.layout.sweep()
-        jobs = publish_plan(self.layout, markers, sinks, self.tiers[1] if self.tiers else [None],
+        jobs = publish_plan(self.out, markers, sinks, self.tiers[1] if self.tiers else [None],
                             self.cfg.output.shard_bytes, self.cfg.output.compression)
         entries = recorded(self.layout, jobs)
         todo = [job for job in jobs if job.marker not in entries]

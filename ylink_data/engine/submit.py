@@ -114,8 +114,10 @@ class Scheduler:
     each executor has started. Counts finished tasks (`counter`: YLINK_FAIL_AFTER_TASKS)."""
 
     def __init__(self, cfg: RayConfig, on_start: Callable[[Executor], None] | None = None,
-                 on_notice: Callable[[str | None], None] = lambda message: None, preload: Sequence[str] = ()):
+                 on_notice: Callable[[str | None], None] = lambda message: None, preload: Sequence[str] = (),
+                 resume_hint: str = RESUME_HINT):
         self.cfg = cfg
+        self.resume_hint = resume_hint  # the end of a failed task's line (without --fresh after a --fresh run)
         self.preload = tuple(preload)  # modules the worker processes load on start (Op.preload)
         self.counter = TaskCounter()
         self._on_start = on_start
@@ -151,7 +153,7 @@ class Scheduler:
         return self.executor(where_to_run(self.cfg, MANY_TASKS)).cpus()
 
     def run(self, fn: Callable, args_list: Sequence[tuple], on_done: Callable[[int, Any], None],
-            describe: Callable[[int], str], where: Where | None = None, resume_hint: str = RESUME_HINT,
+            describe: Callable[[int], str], where: Where | None = None, resume_hint: str | None = None,
             lone_to_workers: bool = False, step: str | None = None, ids: Sequence[int] | None = None,
             costs: Sequence[float] | None = None) -> None:
         """`fn(*args)` for each args (where `where`, else `self.where`); `on_done(i, result)` as each
@@ -166,8 +168,9 @@ class Scheduler:
         order = longest_first(costs) if costs is not None else list(range(len(args_list)))
         timing = StepTiming(step or fn.__name__, time.time(), ids=list(ids) if ids is not None else list(range(len(args_list))))
         self.timings.append(timing)
+        hint = resume_hint or self.resume_hint
         results = self.executor(where).map(timed, [(fn, *args_list[i]) for i in order],
-                                           lambda k, exc: _one_line(describe(order[k]), exc, resume_hint))
+                                           lambda k, exc: _one_line(describe(order[k]), exc, hint))
         with contextlib.closing(results):  # a failure in on_done stops the batch's other tasks too
             for k, (result, times) in results:
                 i = order[k]

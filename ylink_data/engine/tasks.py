@@ -104,6 +104,9 @@ class TaskOutput:
         self.kept = {tier: writer(tier) for tier in (self.tiers[1] if self.tiers else [None])}
         self.rejected: dict[int, ParquetFileWriter] = {}
         self.quarantined = 0
+        # The row counts of the tables written, in order: a phase's parts remade with another global
+        # op's keys (engine/reuse.py) are written table by table as the phase wrote them.
+        self.batches: list[int] = []
         self._quarantine = contextlib.ExitStack()
         self._quarantine_file: HashingWriter | None = None
 
@@ -130,6 +133,8 @@ class TaskOutput:
     def write(self, table: pa.Table) -> None:
         """Kept documents into the task's parts (one set of parts per output tier when routing)."""
         if self.tiers is None:
+            if table.num_rows:
+                self.batches.append(table.num_rows)
             self.kept[None].write(table)
             return
         if table.num_rows == 0:  # a batch an op dropped whole: it may lack the column ops add
@@ -152,7 +157,8 @@ class TaskOutput:
             out = self._quarantine_file
             quarantine.append({"path": self.layout.quarantine(phase, task), "rows": self.quarantined,
                                "bytes": out.bytes, "sha256": out.sha256.hexdigest()})
-        return {"parts": parts, "rejected": rejected, "quarantine": quarantine}
+        return {"parts": parts, "rejected": rejected, "quarantine": quarantine,
+                **({"batches": self.batches} if not self.spec.phase.final else {})}
 
     def abort(self) -> None:
         self._quarantine.__exit__(RuntimeError, RuntimeError("aborted"), None)
@@ -188,7 +194,7 @@ def _execute(spec: TaskSpec, layout: RunLayout) -> dict[str, Any]:
             stream = _applied(op, idx, name, stream, stats, out)
         for table in stream:
             if table.num_rows and keyer is not None:
-                table = _add_keys(keyer, phase.outgoing, table)
+                table = add_keys(keyer, phase.outgoing, table)
             out.write(table)
         files = out.close()
     except BaseException:
@@ -518,7 +524,8 @@ def _check_parents(name: str, parents: list[int], n_in: int, n: int) -> None:
                            "(a document with nothing to give keeps one row, dropped with a reason)")
 
 
-def _add_keys(op: GlobalOp, ref: StageRef, table: pa.Table) -> pa.Table:
+def add_keys(op: GlobalOp, ref: StageRef, table: pa.Table) -> pa.Table:
+    """The table with the global op's keys of each row as internal columns (`internal_column`)."""
     for column, values in op.keys(table).items():
         table = table.append_column(internal_column(ref, column), values)
     return table

@@ -107,9 +107,10 @@ def _step(kind: str, item: dict, where: str, base_dir: Path, source: str | None)
 
 
 def run_flow(flow: Flow, *, fresh: bool = False, progress: bool | None = None,
-             say: Callable[[str], None] = print) -> list[str]:
+             say: Callable[[str], None] = print, reuse: bool = True) -> list[str]:
     """Run the steps in order; returns what each wrote (a run folder or a model file). `fresh`
-    starts every pipeline step over (llm-cache/ is kept, so no answer is paid for twice)."""
+    starts every pipeline step over (llm-cache/ is kept, so no answer is paid for twice); `reuse=False`
+    refuses a step's folder that holds a run of another configuration (`--no-reuse`)."""
     from ylink_data.engine.runner import Runner
     from ylink_data.train.quality import train_from_run
 
@@ -120,7 +121,7 @@ def run_flow(flow: Flow, *, fresh: bool = False, progress: bool | None = None,
             cfg = step.pipeline
             say(f"{flow.name}: step {n}/{len(flow.steps)}: run {cfg.name} -> {cfg.redact(cfg.output.path)}")
             with cfg.redacting_errors():
-                result = Runner(cfg, fresh=fresh, progress=progress).run()
+                result = Runner(cfg, fresh=fresh, progress=progress, reuse=reuse).run()
             written.append(result.path)
         else:
             t = step.train

@@ -15,7 +15,11 @@ OUTPUT/
   tiers/<tier>/              with output tiers: each tier's data/, megatron/, sft/ and manifest.json (a run of its own
                              for readers; OUTPUT/manifest.json lists every tier's shards too)
   _work/                     intermediate parts, the files tasks made for rejected/ and quarantine/
-                             (phaseN/out/), and completion markers; removed on success
+                             (phaseN/out/), and completion markers; on success only the reuse files
+                             stay: each phase that ends in a global op, with phaseN/reuse.json
+                             (engine/reuse.py; `ylink clean OUTPUT` removes them)
+  _work/next/, _work/swap.json  a rerun of another config over a finished run: the new run's files until
+                             they replace the old ones (engine/swap.py)
   _work/staging/             where local files take shape before they are renamed into place, so that
                              no temporary file ever lies in a folder that readers list (core/storage.py)
   _work/sample.json          with input.sample: the cut of the sample, found by a pass over the input
@@ -76,6 +80,9 @@ class RunLayout:
     root: str  # the path within `fs` (no protocol)
     fs: fsspec.AbstractFileSystem
     url: str  # the root as the user wrote it
+    # Where the run's work lies when not in its own _work/: a run that replaces a finished one publishes
+    # its files in that run's _work/next/ until the swap (engine/swap.py), its work in that run's _work/.
+    work_root: str = ""
 
     @classmethod
     def for_url(cls, url: str, storage_options: dict[str, Any]) -> "RunLayout":
@@ -102,6 +109,8 @@ class RunLayout:
         return self.path(LOCK)
 
     def work(self, *parts: str) -> str:
+        if self.work_root:
+            return join(self.work_root, *parts) if parts else self.work_root
         return self.path("_work", *parts)
 
     @property

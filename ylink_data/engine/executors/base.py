@@ -19,6 +19,11 @@ from ylink_data.engine.config import RayConfig
 
 RESUME_HINT = "rerun the same command to resume"
 
+
+def resume_hint(fresh: bool) -> str:
+    """How to resume a command that stopped: with --fresh, rerunning it would throw its finished tasks away."""
+    return "rerun the same command without --fresh to resume (with --fresh it starts over)" if fresh else RESUME_HINT
+
 # What the driver raises for task `i` that raised `exc`: the one line of submit._one_line.
 Fail = Callable[[int, BaseException], BaseException]
 

@@ -119,8 +119,9 @@ class Sink(ABC):
         """The manifest section listing `entries` (every shard's, in order); with `folder` (a tier's,
         "tiers/<tier>"), only the entries under it, their paths relative to it."""
 
-    def finish(self, fs: fsspec.AbstractFileSystem, root: str, section: Any) -> None:
-        """Files of the whole run (or tier folder at `root`) beside its section, before the manifest."""
+    def finish(self, fs: fsspec.AbstractFileSystem, root: str, section: Any, at: str | None = None) -> None:
+        """Files of the whole run (or tier folder at `root`) beside its section, before the manifest;
+        `at`: where the folder will be read (a run published in another's _work/next/ until the swap)."""
 
     @classmethod
     @abstractmethod

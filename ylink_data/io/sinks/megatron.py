@@ -103,14 +103,14 @@ class MegatronSink(Sink):
 
         return megatron_section(pairs, self.dtype, self.tokenizer)
 
-    def finish(self, fs: fsspec.AbstractFileSystem, root: str, section: dict[str, Any]) -> None:
+    def finish(self, fs: fsspec.AbstractFileSystem, root: str, section: dict[str, Any], at: str | None = None) -> None:
         """megatron/data-path.txt: "TOKENS PREFIX ..." for Megatron-LM's --data-args-path. Local runs
         get absolute prefixes (usable from any folder); remote ones get prefixes relative to the run
         folder, for training jobs that read it through a mount."""
         from ylink_data.io.megatron.write import data_path_args
 
         with atomic_write(fs, join(root, self.folder, DATA_PATH)) as f:
-            f.write(data_path_args(section["files"], root if is_local(fs) else "").encode())
+            f.write(data_path_args(section["files"], (at or root) if is_local(fs) else "").encode())
 
     @classmethod
     def check(cls, fs: fsspec.AbstractFileSystem, root: str, what: str, section: Any,
