@@ -61,19 +61,19 @@ def _config(inputs: Path, largest: int, out: Path, execution: str) -> dict:
             "stages": [{"gopher_quality": {}}, {"fineweb_quality": {"annotate": True}}, {"exact_dedup": {}}]}
 
 
-def _run_stopped_at(cfg: dict, spec: str) -> None:
+def _run_stopped_at(cfg: dict, spec: str, fresh: bool = False) -> None:
     """In a process of its own (forked from a clean server, see _run): the run, stopped at a step."""
     os.environ[STOP_AT_ENV] = spec
-    ylink_data.run(cfg, progress=False)
+    ylink_data.run(cfg, progress=False, fresh=fresh)
 
 
-def _run(cfg: dict, spec: str) -> int:
+def _run(cfg: dict, spec: str, fresh: bool = False) -> int:
     """The run in a new process (forked from a server that has loaded ylink and this module, so each
     costs only the run), with YLINK_TEST_STOP_AT=`spec`; its exit code."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__, "ylink_data.engine.runner", "ylink_data.ops.gopher",
                                     "ylink_data.ops.fineweb", "ylink_data.ops.exact_dedup"])
-    process = context.Process(target=_run_stopped_at, args=(cfg, spec))
+    process = context.Process(target=_run_stopped_at, args=(cfg, spec, fresh))
     process.start()
     process.join()
     return process.exitcode

@@ -148,10 +148,13 @@ def test_no_reuse_refuses_a_change_and_clean_removes_the_reuse_files(inputs):
     _assert_same_output(out, fresh)
 
 
-def test_a_reuse_rerun_stopped_at_any_step_leaves_the_old_run_or_the_new_one(tmp_path):
+@pytest.mark.parametrize("fresh", [False, True], ids=["reuse", "fresh"])
+def test_a_rerun_of_another_config_stopped_at_any_step_leaves_the_old_run_or_the_new_one(tmp_path, fresh):
     """Every step of a reuse rerun (remaking minhash_dedup's keys, resolving it again, phase 1,
-    publishing in _work/next/, the swap): stopped there, the folder is the old run, the new run, or a
-    folder without a manifest that readers refuse; the next rerun completes it into the new run."""
+    publishing in _work/next/, the swap), or of a --fresh one (every phase, then the same swap):
+    stopped there, the folder is the old run, the new run, or a folder without a manifest that
+    readers refuse; the next rerun (without --fresh, as the interrupt line says) completes it into
+    the new run. The --fresh run's steps are many more: every other one is stopped at."""
     largest = _inputs(tmp_path / "in")
     (tmp_path / "words.txt").write_text("zzzz-no-page-has-it\n")
     out = tmp_path / "out"
@@ -162,16 +165,16 @@ def test_a_reuse_rerun_stopped_at_any_step_leaves_the_old_run_or_the_new_one(tmp
     new = copy.deepcopy(cfg)
     _threshold(new, tmp_path)
     counter = tmp_path / "steps"
-    assert _run(new, f"0:{counter}") == 0
+    assert _run(new, f"0:{counter}", fresh) == 0
     steps = counter.stat().st_size
     reference = tmp_path / "new"
     shutil.copytree(out, reference)
     assert steps > 30
     seen = set()
-    for k in range(1, steps + 1):
+    for k in sorted({*range(1, steps + 1, 2 if fresh else 1), steps}):
         shutil.rmtree(out)
         shutil.copytree(old, out)
-        assert _run(new, f"{k}:{tmp_path / f'count-{k}'}") == STOP_EXIT_CODE, f"step {k} of {steps}"
+        assert _run(new, f"{k}:{tmp_path / f'count-{k}'}", fresh) == STOP_EXIT_CODE, f"step {k} of {steps}"
         if (out / "manifest.json").exists():
             state = "old" if _published(out) == _published(old) else "new"
             if state == "new":

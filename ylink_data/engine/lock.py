@@ -36,6 +36,7 @@ from typing import Callable, Iterator
 
 from ylink_data.core.errors import RunStateError, YlinkError
 from ylink_data.core.storage import is_local, writing_into
+from ylink_data.engine.executors.base import RESUME_HINT
 from ylink_data.io.locks import flock, unlock
 from ylink_data.io.writable import unwritable
 from ylink_data.io.layout import RunLayout
@@ -124,9 +125,12 @@ def _busy(layout: RunLayout, holder: Holder | None) -> RunStateError:
 
 
 @contextlib.contextmanager
-def hold_run_folder(layout: RunLayout, note: Callable[[str], None]) -> Iterator["FolderLock"]:
-    """Hold `layout`'s folder for the block; raise RunStateError at once if another run holds it."""
+def hold_run_folder(layout: RunLayout, note: Callable[[str], None],
+                    resume_hint: str = RESUME_HINT) -> Iterator["FolderLock"]:
+    """Hold `layout`'s folder for the block; raise RunStateError at once if another run holds it.
+    `resume_hint`: what the line of a lost lease tells to do (a --fresh run's: rerun without it)."""
     lock: FolderLock = LocalLock(layout) if is_local(layout.fs) else Lease(layout)
+    lock.resume_hint = resume_hint
     try:
         lock.acquire(note)
     except YlinkError:
@@ -140,6 +144,8 @@ def hold_run_folder(layout: RunLayout, note: Callable[[str], None]) -> Iterator[
 
 
 class FolderLock:
+    resume_hint: str = RESUME_HINT
+
     def acquire(self, note: Callable[[str], None]) -> None:
         raise NotImplementedError
 
@@ -284,7 +290,7 @@ class Lease(FolderLock):
                 self.lost = f"it could not be read back: {type(exc).__name__}"
         if self.lost is not None:
             raise RunStateError(f"this run lost its lease on {self.layout.url} ({self.lost}): nothing was "
-                                "published; rerun the same command to resume")
+                                f"published; {self.resume_hint}")
 
     def _not_ours(self, holder: Holder | None) -> str | None:
         """Why the lease as read is not this run's; None when it is."""

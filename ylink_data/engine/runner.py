@@ -125,7 +125,7 @@ class Runner:
             for warning in preflight(self.cfg, plan.files, plan.splits):
                 self.progress.note(warning)
             # Every file of the run takes shape in _work/staging/ (core/storage.py), here as in tasks.
-            with hold_run_folder(self.layout, self.progress.note) as lock, self.layout.writing():
+            with hold_run_folder(self.layout, self.progress.note, resume_hint(self.fresh)) as lock, self.layout.writing():
                 return self._run_holding(plan, lock)
 
     def _run_holding(self, plan: _Plan, lock: FolderLock) -> RunResult:
@@ -289,7 +289,7 @@ class Runner:
                                 f"(changed: {what}) and --no-reuse refuses to replace it; rerun without --no-reuse "
                                 "to reuse its unchanged phases, with --fresh to recompute all, or choose another output.path")
         if self.fresh:
-            self._remove_run(lock)
+            self._fresh(previous, lock)
             return None
         manifest = load_marker(layout, layout.manifest)
         self._check_inputs_unchanged(previous, manifest is not None, plan.files)
@@ -315,6 +315,21 @@ class Runner:
             return None
         self.progress.note(f"resuming the unfinished run in {layout.url}")
         return None
+
+    def _fresh(self, previous: dict[str, Any], lock: FolderLock) -> None:
+        """--fresh: everything recomputed. A finished run stays published until the new one is
+        complete (its _work/ goes, the new run publishes in _work/next/ and is swapped in, as a
+        reuse rerun is); anything else in the folder goes now."""
+        layout = self.layout
+        manifest = load_marker(layout, layout.manifest)
+        if manifest is None or manifest.get("fingerprint") != previous.get("fingerprint") \
+                or layout.missing_shards(manifest):
+            self._remove_run(lock)
+            return
+        lock.check()
+        with writing_into(layout.url):
+            layout.remove_work()
+        self.out = next_layout(layout)
 
     def _reuse(self, previous: dict[str, Any], now: dict[str, Any], plan: _Plan, lock: FolderLock) -> None:
         """A rerun of another configuration: the phases it can reuse are kept, the rest removed, and one
