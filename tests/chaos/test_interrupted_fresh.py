@@ -34,7 +34,9 @@ def _finished_run(tmp_path):
 
 def test_fresh_stopped_half_way_leaves_no_manifest_behind(ray_session, tmp_path):
     """A real interruption at a fixed point: `rejected/` is read-only in the --fresh run's mount
-    namespace, so the removal of the old run fails there, after the shards are gone."""
+    namespace, so the removal of the old run (at the swap, once the new run is complete in
+    _work/next/) fails there, after the shards are gone. The rerun of the old configuration finishes
+    the swap, then recomputes what the change touched."""
     needs_mount_namespace()
     out, path, reference = _finished_run(tmp_path)
     other = yaml.safe_load(path.read_text())

@@ -16,7 +16,7 @@ files of two runs.
 """
 from __future__ import annotations
 
-from ylink_data.core.storage import publish_copy, remove, write_json
+from ylink_data.core.storage import publish_copy, remove, write_json, writing_into
 from ylink_data.engine.tasks import load_marker
 from ylink_data.io.layout import RunLayout, own_entries
 
@@ -49,6 +49,12 @@ def finish_swap(layout: RunLayout) -> bool:
     journal = load_marker(layout, layout.work(JOURNAL))
     if journal is None:
         return False
+    with writing_into(layout.url):  # a folder it cannot write is one line naming it, not an OSError
+        _finish(layout, journal)
+    return True
+
+
+def _finish(layout: RunLayout, journal: dict) -> None:
     fs, source = layout.fs, next_layout(layout)
     if journal.get("state") == "remove":
         remove_published(layout)
@@ -65,7 +71,6 @@ def finish_swap(layout: RunLayout) -> bool:
     remove(fs, layout.work(JOURNAL))
     if fs.exists(source.root):
         remove(fs, source.root, recursive=True)
-    return True
 
 
 __all__ = ["NEXT", "JOURNAL", "next_layout", "remove_published", "swap", "finish_swap"]
