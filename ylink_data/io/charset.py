@@ -13,6 +13,7 @@ or without a byte order mark), decoded rather than published with a NUL between 
 from __future__ import annotations
 
 import codecs
+from collections import Counter
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -134,8 +135,14 @@ _NUL_PER_BYTES = 1024
 # decoded: the wrong one of Chinese text breaks (its swapped bytes fall on surrogates, private use
 # and unassigned code points, `_junk`), the wrong one of ASCII-heavy text does not (its swapped
 # letters are CJK ideographs) but has its NUL bytes in the other parity. A reading with U+0000 or
-# more than _UTF16_JUNK of junk is none (binary arrays of 16-bit numbers).
+# more than _UTF16_JUNK of junk is none (binary arrays of 16-bit numbers). So is one whose letters
+# are not of one script (CJK ideographs and kana counted as one): 16-bit units from random bytes fall
+# all over the Basic Multilingual Plane (Hangul, CJK, Lao, maths), text keeps to its script and
+# ASCII; a short pattern (a hash repeated) can miss the junk code points, not the script mix.
 _UTF16_JUNK = 0.01
+_UTF16_ONE_SCRIPT = 0.9
+_SCRIPT_FAMILY = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "BOPOMOFO": "CJK", "HALFWIDTH": "CJK",
+                  "FULLWIDTH": "CJK", "IDEOGRAPHIC": "CJK"}
 # Signatures of binary formats, at the file's start (offset, bytes, what it is): they name what a
 # file is; those that hold a byte no text does decide by themselves, the others (pure ASCII, which
 # a text may start with) only name binary content found by its bytes. %PDF- decides too: a PDF may
@@ -229,7 +236,8 @@ def _utf16(data: bytes, head: bytes) -> tuple[str, str] | None:
             continue
         sample = text[:units]
         junk = _junk(sample)
-        if "\x00" not in sample and junk <= _UTF16_JUNK * len(sample):
+        if "\x00" not in sample and junk <= _UTF16_JUNK * len(sample) \
+                and _one_script_share(sample) >= _UTF16_ONE_SCRIPT:
             readings.append((junk, -nuls, name, text))
     if not readings:
         return None
@@ -241,6 +249,19 @@ def _plain(text: str, name: str) -> tuple[str, str] | None:
     """(text, name), unless the decoded text holds NUL or too much junk (binary bytes that decode)."""
     head = text[:SNIFF_BYTES // 2]
     return None if "\x00" in head or _junk(head) > _CONTROL_SHARE * len(head) else (text, name)
+
+
+def _one_script_share(text: str) -> float:
+    """The share of `text` in ASCII, punctuation, digits and spaces, or letters and signs of its most
+    common script (the first word of a character's Unicode name: LATIN, CYRILLIC, CJK...)."""
+    neutral, scripts = 0, Counter()
+    for c in text:
+        if c < "\x80" or unicodedata.category(c)[0] in "PNZ":
+            neutral += 1
+        else:
+            word = unicodedata.name(c, "?").split(" ", 1)[0]
+            scripts[_SCRIPT_FAMILY.get(word, word)] += 1
+    return (neutral + max(scripts.values(), default=0)) / max(1, len(text))
 
 
 def _junk(text: str) -> int:

@@ -77,7 +77,10 @@ def read_jsonl(split: Split, f: IO[bytes], max_record_bytes: int, text_field: st
 def _not_text(line: bytes, offset: int) -> Bad | None:
     """Why a split's first line, which is no JSON, says the split is no JSON Lines: binary content
     (`binary`) or UTF-16 (JSON Lines are UTF-8, RFC 8259); None for a line that is just broken."""
-    sniffed = sniff_text(line + b"\x00" * (len(line) % 2))  # UTF-16LE: the line's last NUL starts the next
+    # UTF-16LE text split at b"\n" leaves the line feed's NUL at the start of the next line: put one
+    # back, but only in a line that has NULs already (a NUL added to any odd-length line made a
+    # short UTF-8 line one NUL per KiB: binary).
+    sniffed = sniff_text(line + b"\x00" * (len(line) % 2 if b"\x00" in line else 0))
     if isinstance(sniffed, Binary):
         return Bad(offset, f"{sniffed.error('JSON Lines')}; the rest of this part of the file is not read", BINARY)
     if sniffed is not None:
