@@ -150,11 +150,13 @@ def _counts(stats: dict) -> dict:
 
 
 def _files(fs, url: str) -> dict[str, bytes]:
-    """Every file of a finished run by path, but its manifest, stats and run.json (compared apart)."""
+    """Every file a finished run publishes by path, but its manifest, stats and run.json (compared
+    apart); not the reuse files in _work/, laid out by the partitions of the machines that ran it."""
     root = url.removeprefix("s3://")
     fs.invalidate_cache(root)
     return {p[len(root) + 1:]: fs.cat_file(p) for p, info in sorted(fs.find(root, detail=True).items())
-            if info["type"] == "file" and p.rsplit("/", 1)[-1] not in ("manifest.json", "stats.json", "run.json")}
+            if info["type"] == "file" and p.rsplit("/", 1)[-1] not in ("manifest.json", "stats.json", "run.json")
+            and not p[len(root) + 1:].startswith("_work/")}
 
 
 def _assert_same_run(fs, got: str, expected: str) -> None:

@@ -121,9 +121,11 @@ def on_ray(ray_session, tmp_path_factory):
 
 
 def _files(run) -> dict[str, bytes]:
-    """Every file a finished run holds, by path, but its manifest, stats and run.json (compared apart)."""
+    """Every file a finished run publishes, by path, but its manifest, stats and run.json (compared
+    apart); not the reuse files in _work/, laid out by the partitions of the machine that ran it."""
     return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*"))
-            if p.is_file() and p.name not in ("manifest.json", "stats.json", "run.json", "run.lock")}
+            if p.is_file() and p.name not in ("manifest.json", "stats.json", "run.json", "run.lock")
+            and p.relative_to(run).parts[0] != "_work"}
 
 
 def _assert_same_bytes(got, expected) -> None:

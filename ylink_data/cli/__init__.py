@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """Every command and option: `main` parses with it, the documentation's CLI reference is printed
     from it (docs/hooks/reference.py)."""
+    from ylink_data.cli.cache import parse_json_object
     from ylink_data.core.version import __version__
 
     parser = argparse.ArgumentParser(prog="ylink", description="Turn web crawls into clean LLM training corpora.")
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("clean", help="remove the reuse files a finished run keeps in OUTPUT/_work/ "
                                      "(the next config change then recomputes every phase)")
     p.add_argument("output", help="the run folder (output.path)")
+    p.add_argument("--storage-options", type=parse_json_object, default=None, metavar="JSON",
+                   help='fsspec options for the run folder\'s URL, e.g. \'{"endpoint_url": "http://..."}\' '
+                        "(credentials are better left to the environment, e.g. AWS_ACCESS_KEY_ID)")
     p.set_defaults(func=_clean)
 
     p = sub.add_parser("validate", help="check a pipeline's config and inputs without running it")
@@ -131,8 +135,9 @@ def _run(args: argparse.Namespace) -> int:
 def _clean(args: argparse.Namespace) -> int:
     from ylink_data.engine.reuse import clean
 
-    held = clean(args.output, note=lambda line: print(line, file=sys.stderr))
-    print(f"{args.output}: removed {held:,} bytes of reuse files" if held else f"{args.output}: no reuse files")
+    held = clean(args.output, args.storage_options, note=lambda line: print(line, file=sys.stderr))
+    where = redact_text(args.output)
+    print(f"{where}: removed {held:,} bytes of reuse files" if held else f"{where}: no reuse files")
     return 0
 
 
