@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -34,7 +35,10 @@ def test_a_repeated_binary_pattern_is_never_utf16_text(pattern):
 def test_real_utf16_text_still_decodes(shared_data, name):
     news = (shared_data / "zh_thucnews_cnews" / "cnews.val.txt").read_text(encoding="utf-8").splitlines()
     emma = (shared_data / "en_gutenberg_nltk_raw" / "austen-emma.txt").read_text(encoding="utf-8")
-    for text in (news[0].partition("\t")[2], news[-1].partition("\t")[2], emma[:3000], emma[100_000:103_000]):
+    # A chat log: short Chinese lines, three emoji each (a fifth of its characters; before symbols
+    # counted as neutral, a reading of it was no text).
+    chat = "".join(f"{line}😀👍🎉\n" for line in re.split("[，。]", news[1].partition("\t")[2]) if line)
+    for text in (news[0].partition("\t")[2], news[-1].partition("\t")[2], emma[:3000], emma[100_000:103_000], chat):
         assert sniff_text(text.encode(name)) == (text, name)
 
 

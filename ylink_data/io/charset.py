@@ -252,11 +252,11 @@ def _plain(text: str, name: str) -> tuple[str, str] | None:
 
 
 def _one_script_share(text: str) -> float:
-    """The share of `text` in ASCII, punctuation, digits and spaces, or letters and signs of its most
-    common script (the first word of a character's Unicode name: LATIN, CYRILLIC, CJK...)."""
+    """The share of `text` in ASCII, punctuation, digits, spaces and symbols, or letters and marks of
+    its most common script (the first word of a character's Unicode name: LATIN, CYRILLIC, CJK...)."""
     neutral, scripts = 0, Counter()
     for c in text:
-        if c < "\x80" or unicodedata.category(c)[0] in "PNZ":
+        if c < "\x80" or unicodedata.category(c)[0] in "PNZS":  # symbols: emoji, arrows, maths
             neutral += 1
         else:
             word = unicodedata.name(c, "?").split(" ", 1)[0]
