@@ -13,9 +13,9 @@ or without a byte order mark), decoded rather than published with a NUL between 
 from __future__ import annotations
 
 import codecs
-from collections import Counter
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
 
 import webencodings
