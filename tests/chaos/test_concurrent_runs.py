@@ -93,7 +93,9 @@ def test_a_run_killed_while_holding_the_folder_never_blocks_the_rerun(tmp_path):
     a, _ = _configs(str(out))
     a_path = _write(tmp_path, "a", a)
     first = start_ylink("run", a_path, "--no-progress")
-    wait_until(lambda: (out / "_work").exists(), first, "starting its tasks")
+    # run.json, not _work/: the run makes _work/staging/ before it writes run.json, and a run killed
+    # in between has nothing to resume (its rerun starts, rightly, without "resuming").
+    wait_until(lambda: (out / "run.json").exists(), first, "starting its tasks")
     signal_group(first, signal.SIGKILL)
     first.wait(timeout=60)
     assert (out / "run.lock").exists()  # what a killed holder leaves: a lock file nobody holds
