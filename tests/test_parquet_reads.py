@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ylink_data
 
 from .conftest import REPO, quickstart_config
@@ -53,3 +55,21 @@ def test_reading_a_run_then_exiting_never_aborts(tmp_path):
     statuses = [subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode
                 for _ in range(8)]
     assert statuses == [0] * 8
+
+
+def test_leaving_a_loader_with_break_then_exiting_never_aborts(tmp_path):
+    """reading-output.md's PyTorch snippet: the first batch, then `break` and exit while the loader's
+    decode threads read ahead. Their row-group reads used Arrow's pool, which aborted the interpreter
+    at exit (2 of 15 runs); they now read in the decode thread alone (cache/loader.py)."""
+    pytest.importorskip("torch")
+    import ylink_data as y
+
+    out = tmp_path / "run"
+    y.run(quickstart_config(out), progress=False)
+    code = ("from torch.utils.data import DataLoader\n"
+            "from ylink_data.torch import TextDataset\n"
+            f"for batch in DataLoader(TextDataset({str(out)!r}, batch_size=2, shuffle=False), batch_size=None):\n"
+            "    break\n")
+    statuses = [subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode
+                for _ in range(12)]
+    assert statuses == [0] * 12

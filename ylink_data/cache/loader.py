@@ -255,7 +255,10 @@ class _Reader:
         g0 = int(np.searchsorted(starts, first, side="right")) - 1
         g1 = int(np.searchsorted(starts, first + n, side="left"))
         with lock:
-            table = file.read_row_groups(list(range(g0, g1)), columns=self.columns)
+            # In this thread alone: the decode pool reads blocks side by side already, and an Arrow pool
+            # thread still decoding for a file object when the interpreter exits (a loop left with
+            # `break`) aborts the process (core/parquet.py, apache/arrow#34314).
+            table = file.read_row_groups(list(range(g0, g1)), columns=self.columns, use_threads=False)
         table = table.slice(first - int(starts[g0]), n)
         if self.order.shuffle:
             # In range by construction (a permutation of the block's rows): no bounds check. The
