@@ -36,8 +36,9 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 # scheme://user:password@host: everything before the last @ of the authority. A scheme starts where a
 # run of scheme characters does (not at every \b inside "a-a-a-...", each of which would scan the run
-# to its end: quadratic).
-_USERINFO = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
+# to its end: quadratic). One run up to the authority's end, then back to its last @: a repeated
+# group (@[^@]*)* over "@@@...@" pushed a backtracking state per @ and grew faster than the input.
+_USERINFO = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
 # name=value in a query string, a connection string (`;`) or free text; never inside a path, so
 # that `s3://b/key=1/` (Hive partitions) is left alone.
 _PAIR = re.compile(r"(?:^|(?<=[?&;\s,\"'(]))([A-Za-z][\w.-]*)=([^&;\s\"',)<>]+)")
