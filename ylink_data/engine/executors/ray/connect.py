@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 
 from ylink_data.engine.config import RayConfig
@@ -19,6 +20,7 @@ from ylink_data.core.errors import ClusterError
 EMBEDDED_OBJECT_STORE = 512 * 1024 * 1024  # data moves through files, not the object store
 CLIENT_PREFIX = "ray://"
 CONNECT_TIMEOUT_S = 5.0
+CLIENT_ATTEMPTS = 3  # connections through Ray Client, when its proxy fails to start a server
 START_HINT = "start it (`ray start --head` on the head node), or set ray.address: null to run on this machine"
 
 
@@ -55,18 +57,25 @@ def connect(address: str, **init_args) -> Target:
         except ImportError:
             raise ClusterError(f"ray.address {address}: Ray Client needs grpcio, which is not installed here; "
                                "pip install 'ray[client]' (ylink-data's own install has it)") from None
-    try:
-        ray.init(address=address, **init_args)
-    except Exception as exc:  # every way a connection fails: one line, whatever Ray raised
-        with contextlib.suppress(Exception):
-            ray.shutdown()  # a half-made connection would otherwise be reused, or kept alive at exit
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        if "version" in text.lower():
-            fix = "run ylink with the same Ray and Python versions as the cluster (ray --version on its head)"
-        else:
-            fix = f"check that the cluster at {target.hostport} is up and that ray.address names it"
-        raise ClusterError(f"ray.address {address}: cannot connect to the Ray cluster: {text[:300]}; {fix}") from None
-    return target
+    for attempt in range(CLIENT_ATTEMPTS if target.client else 1):
+        try:
+            ray.init(address=address, **init_args)
+            return target
+        except Exception as exc:  # every way a connection fails: one line, whatever Ray raised
+            with contextlib.suppress(Exception):
+                ray.shutdown()  # a half-made connection would otherwise be reused, or kept alive at exit
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            # Ray Client's proxy starts a server process per connection; on a busy head that start
+            # can fail ("Initialization failure from server"), and the next connection's succeed.
+            if "Initialization failure from server" in text and attempt + 1 < CLIENT_ATTEMPTS:
+                time.sleep(2.0 * (attempt + 1))
+                continue
+            break
+    if "version" in text.lower():
+        fix = "run ylink with the same Ray and Python versions as the cluster (ray --version on its head)"
+    else:
+        fix = f"check that the cluster at {target.hostport} is up and that ray.address names it"
+    raise ClusterError(f"ray.address {address}: cannot connect to the Ray cluster: {text[:300]}; {fix}") from None
 
 
 @dataclass(frozen=True)
